@@ -1,0 +1,47 @@
+// Raw memory owned by one allocator on one device, shared by tensors and views.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "kiln/device.h"
+
+namespace kiln {
+
+// One per device type. allocate() returns 64-byte-aligned memory (or throws
+// kiln::Error when the device is out of memory); deallocate gets the same size.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  // Returns cached blocks to the system.
+  virtual void empty_cache() {}
+  // Bytes currently handed out and bytes held in the cache.
+  virtual size_t bytes_in_use() const { return 0; }
+  virtual size_t bytes_cached() const { return 0; }
+};
+
+// The allocator for a device type; throws kiln::Error when kiln was built
+// without that backend.
+Allocator& allocator_for(DeviceType type);
+void register_allocator(DeviceType type, Allocator* allocator);
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  Allocator* allocator_ = nullptr;
+};
+
+}  // namespace kiln

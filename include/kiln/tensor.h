@@ -1,0 +1,173 @@
+// kiln::Tensor: a shared handle to (storage, shape, strides, offset, dtype)
+// plus the autograd state. Copies of a Tensor share the same tensor; views
+// share storage with their base.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/shape.h"
+#include "kiln/storage.h"
+
+namespace kiln {
+
+namespace autograd {
+class Node;
+}
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;  // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+  // A 0-dim tensor made from a C++ number: type promotion treats it as
+  // PyTorch treats Python scalars (it only wins across categories).
+  bool wrapped_number = false;
+
+  // autograd
+  bool requires_grad = false;  // leaves only; non-leaves require grad via grad_fn
+  std::shared_ptr<autograd::Node> grad_fn;
+  int output_nr = 0;  // which output of grad_fn this tensor is
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: shared by the graphs using it
+  std::shared_ptr<TensorImpl> grad;
+  bool retains_grad = false;
+  uint64_t version = 0;  // bumped by in-place ops
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A new, uninitialized, contiguous tensor.
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // metadata
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& sizes() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(impl_->shape.size()); }
+  int64_t numel() const { return numel_of(impl_->shape); }
+  int64_t offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device(); }
+  size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool shares_storage(const Tensor& other) const;
+
+  // Pointer to element 0 (storage base + offset).
+  void* data_ptr() const;
+  // Typed pointer; throws kiln::Error if T does not match dtype().
+  template <typename T>
+  T* data() const;
+  // The single value of a one-element tensor, converted to double/T.
+  double item() const;
+  template <typename T>
+  T item() const { return static_cast<T>(item()); }
+  // All elements, in row-major order, converted to T (any device).
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // autograd
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool value = true);
+  bool is_leaf() const { return impl_->grad_fn == nullptr; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
+  Tensor grad() const { return Tensor(impl_->grad); }
+  void set_grad(const Tensor& g);
+  // Keep .grad() for a non-leaf tensor after backward.
+  void retain_grad();
+  // grad defaults to ones for a one-element tensor.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // Same storage, no autograd history.
+  Tensor detach() const;
+
+  // conversions and copies (each goes through the ops table)
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor clone() const;
+  Tensor contiguous() const;
+
+  // views
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+
+  // a few methods users reach for; the full set is the free functions in ops.h
+  Tensor sum() const;
+  Tensor mean() const;
+  Tensor relu() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor abs() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+
+  // in-place, for optimizers and initializers (not recorded by autograd)
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& copy_(const Tensor& src);
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double value);
+
+  std::string str() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Scope that turns off autograd recording (like torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+bool grad_mode_enabled();
+void set_grad_mode(bool enabled);
+
+// ---- template definitions ----
+template <typename T>
+T* Tensor::data() const {
+  KILN_CHECK(dtype() == dtype_v<T>, "Tensor::data<", dtype_name(dtype_v<T>), ">(): the tensor holds ",
+             dtype_name(dtype()), "; use data<matching type>() or .to(", dtype_name(dtype_v<T>), ") first");
+  return static_cast<T*>(data_ptr());
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = to(Device::cpu()).to(dtype_v<T>).contiguous();
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+
+}  // namespace kiln

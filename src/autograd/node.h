@@ -1,0 +1,73 @@
+// A recorded op call on the autograd tape. Nodes hold detached values of
+// what the derivative reads (so the graph has no reference cycles) and edges
+// to the nodes that produced the inputs; leaves get an AccumulateGrad node.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "ops/op_def.h"
+
+namespace kiln::autograd {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> node;  // null: this input needs no gradient
+  int input_nr = 0;            // which output of `node` the tensor was
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // Gradients for each input edge, given gradients of this node's outputs.
+  virtual Tensors apply(TensorSpan grad_outputs) = 0;
+  virtual const char* name() const = 0;
+  // Frees saved values after a backward pass without retain_graph.
+  virtual void release() {}
+
+  std::vector<Edge> next;
+  int num_outputs = 1;
+};
+
+// The node of an op in the ops table: applies the op's derivative entry.
+class OpNode final : public Node {
+ public:
+  OpNode(OpId op, Attrs attrs) : op_(op), attrs_(std::move(attrs)) {}
+  Tensors apply(TensorSpan grad_outputs) override;
+  const char* name() const override { return op_name(op_); }
+  void release() override;
+  OpId op() const { return op_; }
+
+  Tensors saved_inputs, saved_outputs;
+  std::vector<TensorMeta> input_metas;
+  std::vector<bool> needs_grad;
+  std::vector<TensorMeta> output_metas;
+
+ private:
+  OpId op_;
+  Attrs attrs_;
+  bool released_ = false;
+};
+
+// Sink for a leaf tensor that requires grad: adds into its .grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) { num_outputs = 1; }
+  Tensors apply(TensorSpan grad_outputs) override;
+  const char* name() const override { return "AccumulateGrad"; }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// The edge that gradients for `t` flow into (its grad_fn, or its leaf's
+// AccumulateGrad, created once per leaf), or a null edge.
+Edge gradient_edge(const Tensor& t);
+
+// Runs the backward pass from `roots` with `grads` (same count).
+void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph);
+
+// Records a node for an op call whose inputs need gradients (called by dispatch).
+void record(OpId id, const Attrs& attrs, TensorSpan inputs, Tensors& outputs);
+
+}  // namespace kiln::autograd

@@ -1,0 +1,8 @@
+#include <iostream>
+
+#include "kiln/kiln.h"
+
+int main() {
+  std::cout << "kiln\n";
+  return 0;
+}

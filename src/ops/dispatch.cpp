@@ -1,0 +1,193 @@
+// The op registry and the one dispatch point every op call goes through.
+#include <sstream>
+
+#include "autograd/node.h"
+#include "ops/families.h"
+#include "ops/op_def.h"
+
+namespace kiln {
+namespace {
+
+struct OpInfo {
+  const char* name;
+  OpKind kind;
+};
+constexpr OpInfo kOpInfo[] = {
+#define KILN_OP(name, kind) {#name, OpKind::kind},
+#include "ops/ops.def"
+#undef KILN_OP
+};
+
+struct Registry {
+  OpDef defs[kNumOps];
+  bool defined[kNumOps] = {};
+};
+
+Registry& registry_storage() {
+  static Registry r;
+  return r;
+}
+
+// Fills the registry once, before the first op runs.
+Registry& registry() {
+  static Registry& r = []() -> Registry& {
+    register_view_ops();
+    register_pointwise_ops();
+    register_reduce_ops();
+    register_matmul_ops();
+    register_conv_ops();
+    register_pool_ops();
+    register_norm_ops();
+    register_loss_ops();
+    register_index_ops();
+    register_factory_ops();
+    register_inplace_ops();
+    return registry_storage();
+  }();
+  return r;
+}
+
+}  // namespace
+
+const char* op_name(OpId id) { return kOpInfo[static_cast<int>(id)].name; }
+OpKind op_kind(OpId id) { return kOpInfo[static_cast<int>(id)].kind; }
+
+void define_op(const OpDef& def) {
+  Registry& r = registry_storage();
+  int i = static_cast<int>(def.id);
+  KILN_ASSERT(!r.defined[i], "op '", op_name(def.id), "' is defined twice");
+  r.defs[i] = def;
+  r.defined[i] = true;
+}
+
+const OpDef& op_def(OpId id) {
+  Registry& r = registry();
+  int i = static_cast<int>(id);
+  KILN_ASSERT(r.defined[i], "op '", op_name(id), "' is listed in ops.def but has no definition");
+  return r.defs[i];
+}
+
+std::vector<std::string> verify_op_table() {
+  Registry& reg = registry();
+  std::vector<std::string> problems;
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = kOpInfo[i];
+    const OpDef& d = reg.defs[i];
+    std::string name = info.name;
+    if (!reg.defined[i]) {
+      problems.push_back(name + ": listed in ops.def but never defined");
+      continue;
+    }
+    switch (info.kind) {
+      case OpKind::View:
+        if (!d.view) problems.push_back(name + ": view op without a view function");
+        break;
+      case OpKind::Composite:
+        if (!d.decompose) problems.push_back(name + ": composite op without a decomposition");
+        break;
+      default:
+        if (!d.infer || !d.kernels[static_cast<int>(DeviceType::CPU)])
+          problems.push_back(name + ": needs a shape rule and a CPU kernel");
+    }
+  }
+  return problems;
+}
+
+Device common_device(TensorSpan inputs, const char* op) {
+  Device dev = Device::cpu();
+  bool found = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || t.impl()->wrapped_number) continue;
+    if (!found) {
+      dev = t.device();
+      found = true;
+    } else {
+      KILN_CHECK(t.device() == dev, op, ": inputs are on different devices (", dev, " and ", t.device(),
+                 "); move them to one device with .to(device)");
+    }
+  }
+  return dev;
+}
+
+DType result_type(TensorSpan inputs) {
+  // PyTorch: dimensioned tensors, then 0-dim tensors, then wrapped numbers;
+  // a lower priority class only matters when it is of a higher category.
+  auto category = [](DType t) { return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1; };
+  bool have[3] = {false, false, false};
+  DType st[3] = {DType::Bool, DType::Bool, DType::Bool};
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    int cls = t.impl()->wrapped_number ? 2 : t.dim() == 0 ? 1 : 0;
+    DType d = t.dtype();
+    if (t.impl()->wrapped_number && is_floating(d)) d = DType::Float32;  // Python floats use the default dtype
+    st[cls] = have[cls] ? promote_types(st[cls], d) : d;
+    have[cls] = true;
+  }
+  DType out = DType::Bool;
+  bool any = false;
+  for (int cls = 0; cls < 3; ++cls) {
+    if (!have[cls]) continue;
+    if (!any) {
+      out = st[cls];
+      any = true;
+    } else if (category(st[cls]) > category(out)) {
+      out = promote_types(out, st[cls]);
+      if (is_floating(st[cls]) && !is_floating(out)) out = st[cls];
+    }
+  }
+  return out;
+}
+
+std::string describe(TensorSpan inputs) {
+  std::ostringstream os;
+  bool first = true;
+  for (const Tensor& t : inputs) {
+    os << (first ? "" : ", ");
+    first = false;
+    if (!t.defined()) os << "None";
+    else os << dtype_name(t.dtype()) << shape_str(t.shape());
+  }
+  return os.str();
+}
+
+Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
+  const OpDef& def = op_def(id);
+  OpKind kind = op_kind(id);
+  if (kind == OpKind::Composite) return def.decompose(inputs, attrs);
+
+  Tensors outputs;
+  if (kind == OpKind::View) {
+    outputs.push_back(def.view(inputs, attrs));
+  } else {
+    std::vector<TensorMeta> metas = def.infer(inputs, attrs);
+    Device dev = metas.empty() ? common_device(inputs, op_name(id)) : metas[0].device;
+    KernelFn kernel = def.kernels[static_cast<int>(dev.type)];
+    KILN_CHECK(kernel != nullptr, op_name(id), ": no kernel for device ", dev,
+               " in this build; move the inputs to a device that has one (e.g. .to(Device::cpu()))");
+    if (kind == OpKind::Inplace) {
+      const Tensor& self = inputs[0];
+      KILN_CHECK(!(grad_mode_enabled() && self.requires_grad()), op_name(id), ": in-place update of a ",
+                 dtype_name(self.dtype()), shape_str(self.shape()),
+                 " tensor that requires grad would corrupt autograd; wrap it in NoGradGuard or use the "
+                 "out-of-place op");
+      outputs.push_back(self);
+      ++self.impl()->version;
+    } else {
+      outputs.reserve(metas.size());
+      for (const TensorMeta& m : metas) outputs.push_back(Tensor::empty(m.shape, m.dtype, m.device));
+    }
+    kernel(inputs, outputs, attrs);
+  }
+
+  if (def.backward != nullptr && grad_mode_enabled()) {
+    for (const Tensor& t : inputs) {
+      if (t.defined() && t.requires_grad()) {
+        autograd::record(id, attrs, inputs, outputs);
+        break;
+      }
+    }
+  }
+  return outputs;
+}
+
+}  // namespace kiln

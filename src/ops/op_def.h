@@ -1,0 +1,102 @@
+// The definition behind each entry of ops.def: how to infer outputs, how to
+// differentiate, how to decompose, and a kernel per device. Eager dispatch,
+// autograd and the compiler read only this.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/attrs.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+enum class OpId : uint16_t {
+#define KILN_OP(name, kind) name,
+#include "ops/ops.def"
+#undef KILN_OP
+};
+constexpr int kNumOps = 0
+#define KILN_OP(name, kind) +1
+#include "ops/ops.def"
+#undef KILN_OP
+    ;
+// Bump when ops.def grows, so an added op is a deliberate, reviewed change.
+static_assert(kNumOps == 91, "ops.def changed: update this count and give the new op a definition");
+
+enum class OpKind : uint8_t { Pointwise, Reduction, View, Extern, Random, Composite, Factory, Inplace, Other };
+
+const char* op_name(OpId id);
+OpKind op_kind(OpId id);
+
+// What an output will be, before any memory exists.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::Float32;
+  Device device;
+};
+
+using Tensors = std::vector<Tensor>;
+using TensorSpan = std::span<const Tensor>;
+
+// Shape/dtype rule: validates inputs (kiln::Error with op, shapes, fix) and
+// gives the outputs' metadata.
+using InferFn = std::vector<TensorMeta> (*)(TensorSpan inputs, const Attrs& attrs);
+// Writes into preallocated contiguous outputs (for Inplace ops, outputs[0]
+// is inputs[0]).
+using KernelFn = void (*)(TensorSpan inputs, std::span<Tensor> outputs, const Attrs& attrs);
+// Makes a view of inputs[0] (View ops only).
+using ViewFn = Tensor (*)(TensorSpan inputs, const Attrs& attrs);
+// Expresses the op with other ops (Composite ops; optional for others).
+using DecomposeFn = Tensors (*)(TensorSpan inputs, const Attrs& attrs);
+
+struct BackwardCtx {
+  TensorSpan inputs;   // detached values of the inputs (undefined if not saved)
+  TensorSpan outputs;  // detached values of the outputs (undefined if not saved)
+  const std::vector<TensorMeta>& input_metas;
+  const Attrs& attrs;
+  const std::vector<bool>& needs_grad;  // per input
+};
+// Derivative: gradients of the inputs (undefined Tensor = none) from the
+// gradients of the outputs (undefined where an output got no gradient),
+// written with ordinary ops so that tracing a backward yields a graph.
+using BackwardFn = Tensors (*)(const BackwardCtx& ctx, TensorSpan grad_outputs);
+
+enum SaveFlags : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2, kSaveBoth = 3 };
+
+struct OpDef {
+  OpId id{};
+  InferFn infer = nullptr;
+  std::array<KernelFn, kNumDeviceTypes> kernels{};
+  ViewFn view = nullptr;
+  DecomposeFn decompose = nullptr;
+  BackwardFn backward = nullptr;
+  uint8_t save = kSaveBoth;  // what the derivative reads
+  int num_outputs = 1;
+  // Outputs past the first that carry no gradient (indices, masks, stats).
+  int num_differentiable_outputs = 1;
+};
+
+// Registers the definition for def.id (each family file does this for its
+// ops in its register_*_ops function).
+void define_op(const OpDef& def);
+const OpDef& op_def(OpId id);
+// Every op in ops.def defined with what its kind needs; returns the problems
+// (the ops_table test requires none).
+std::vector<std::string> verify_op_table();
+
+// The single dispatch point: mode hook (autograd recording; capture later),
+// then the device kernel, a view, or the decomposition.
+Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs = {});
+inline Tensor dispatch1(OpId id, Tensors inputs, const Attrs& attrs = {}) {
+  return dispatch(id, std::move(inputs), attrs)[0];
+}
+
+// Helpers for infer functions.
+Device common_device(TensorSpan inputs, const char* op);
+// PyTorch's result_type over tensors (wrapped numbers only win across categories).
+DType result_type(TensorSpan inputs);
+std::string describe(TensorSpan inputs);  // "float32[2, 3], int64[4]"
+
+}  // namespace kiln

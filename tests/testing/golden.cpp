@@ -1,0 +1,88 @@
+#include "testing/golden.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace kiln::testing {
+
+Goldens::Goldens(const std::string& family) : path_(std::string(KILN_GOLDEN_DIR) + "/" + family + ".bin") {
+  std::ifstream f(path_, std::ios::binary);
+  KILN_CHECK(f.good(), "golden file ", path_, " is missing; run tools/make_goldens.sh");
+  std::vector<char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  auto need = [&](size_t n) {
+    KILN_CHECK(pos + n <= buf.size(), "golden file ", path_, " is truncated at byte ", pos);
+  };
+  auto read = [&](void* dst, size_t n) {
+    need(n);
+    std::memcpy(dst, buf.data() + pos, n);
+    pos += n;
+  };
+  char magic[4];
+  read(magic, 4);
+  KILN_CHECK(std::memcmp(magic, "KGLD", 4) == 0, "golden file ", path_, " has a bad magic number");
+  uint32_t count;
+  read(&count, 4);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint16_t len;
+    read(&len, 2);
+    need(len);
+    std::string name(buf.data() + pos, len);
+    pos += len;
+    uint8_t code, ndim;
+    read(&code, 1);
+    read(&ndim, 1);
+    KILN_CHECK(code < kNumDTypes, "golden file ", path_, ": bad dtype code for ", name);
+    Shape shape(ndim);
+    for (auto& s : shape) read(&s, 8);
+    DType dt = static_cast<DType>(code);
+    size_t bytes = static_cast<size_t>(numel_of(shape)) * itemsize(dt);
+    need(bytes);
+    tensors_[name] = from_blob(buf.data() + pos, shape, dt);
+    pos += bytes;
+  }
+}
+
+Tensor Goldens::operator[](const std::string& name) const {
+  auto it = tensors_.find(name);
+  KILN_CHECK(it != tensors_.end(), "golden file ", path_, " has no tensor '", name,
+             "'; regenerate it with tools/make_goldens.sh");
+  return it->second;
+}
+
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (!actual.defined() || !expected.defined()) return ::testing::AssertionFailure() << "undefined tensor";
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " != expected "
+                                         << shape_str(expected.shape());
+  if (actual.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << "dtype " << dtype_name(actual.dtype()) << " != expected "
+                                         << dtype_name(expected.dtype());
+  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  double worst = 0;
+  int64_t worst_i = -1, bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
+    bool same_inf = std::isinf(a[i]) && a[i] == e[i];
+    if (both_nan || same_inf) continue;
+    double err = std::abs(a[i] - e[i]);
+    double tol = atol + rtol * std::abs(e[i]);
+    if (!(err <= tol)) {
+      ++bad;
+      double excess = std::isnan(err) ? INFINITY : err / tol;
+      if (worst_i < 0 || excess > worst) {
+        worst = excess;
+        worst_i = static_cast<int64_t>(i);
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ (rtol " << rtol << ", atol "
+                                       << atol << "); worst at flat index " << worst_i << ": " << a[worst_i]
+                                       << " vs expected " << e[worst_i];
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,34 @@
+// Golden tensors made by PyTorch (tools/goldens/gen_*.py) and comparisons
+// for tests.
+#pragma once
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+
+namespace kiln::testing {
+
+class Goldens {
+ public:
+  // Loads tests/goldens/<family>.bin; a missing or corrupt file fails loudly.
+  explicit Goldens(const std::string& family);
+  // The tensor called `name`; throws kiln::Error naming the file if absent.
+  Tensor operator[](const std::string& name) const;
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+
+ private:
+  std::string path_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+// Checks same shape and dtype and |a - e| <= atol + rtol * |e| everywhere,
+// reporting the worst element.
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
+                                         double atol = 1e-6);
+
+}  // namespace kiln::testing
+
+#define EXPECT_TENSOR_CLOSE(actual, expected, ...) \
+  EXPECT_TRUE(::kiln::testing::tensors_close((actual), (expected), ##__VA_ARGS__))
