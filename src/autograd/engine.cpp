@@ -158,6 +158,16 @@ void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph)
     Tensors in = std::move(buffers[n]);
     buffers.erase(n);
     in.resize(n->num_outputs);
+    for (const auto& [nr, weak] : n->retained_grads) {
+      std::shared_ptr<TensorImpl> t = weak.lock();
+      if (!t || !in[nr].defined()) continue;
+      if (!t->grad) {
+        t->grad = in[nr].clone().impl_ptr();  // its own copy: in[nr] flows on
+      } else {
+        Tensor acc(t->grad);
+        add_(acc, in[nr]);
+      }
+    }
     Tensors out = n->apply(in);
     in.clear();
     if (!retain_graph) n->release();

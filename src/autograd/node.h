@@ -3,6 +3,7 @@
 // to the nodes that produced the inputs; leaves get an AccumulateGrad node.
 #pragma once
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ops/op_def.h"
@@ -27,6 +28,9 @@ class Node {
 
   std::vector<Edge> next;
   int num_outputs = 1;
+  // Non-leaf outputs of this node that called retain_grad(): (output_nr, tensor).
+  // Weak, so the graph does not keep its outputs alive.
+  std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained_grads;
 };
 
 // The node of an op in the ops table: applies the op's derivative entry.

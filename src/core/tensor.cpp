@@ -13,7 +13,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     KILN_CHECK(s >= 0, "empty: negative size in shape ", shape_str(shape), "; sizes must be >= 0");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * kiln::itemsize(dtype), device);
+  try {
+    impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * kiln::itemsize(dtype), device);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    KILN_FAIL("empty: cannot allocate a ", dtype_name(dtype), shape_str(shape), " tensor on ", device, ": ", e.what());
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -65,7 +71,13 @@ void Tensor::set_grad(const Tensor& g) {
   impl_->grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
-void Tensor::retain_grad() { impl_->retains_grad = true; }
+void Tensor::retain_grad() {
+  KILN_CHECK(requires_grad(), "retain_grad(): the tensor ", dtype_name(dtype()), shape_str(shape()),
+             " does not require grad, so it will get no gradient; call it on a tensor computed from one that does");
+  if (impl_->retains_grad) return;
+  impl_->retains_grad = true;
+  if (!is_leaf()) impl_->grad_fn->retained_grads.emplace_back(impl_->output_nr, impl_);
+}
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   autograd::run_backward({*this}, {grad}, retain_graph);
@@ -85,7 +97,9 @@ Tensor Tensor::detach() const {
 Tensor Tensor::to(DType d) const { return d == dtype() ? *this : cast(*this, d); }
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  KILN_FAIL("to(", d, "): copying between devices needs the ", d, " backend, which this build lacks");
+  KILN_FAIL("to(", d, "): cannot copy a ", dtype_name(dtype()), shape_str(shape()), " tensor from ", device(), " to ", d,
+            ": this build of kiln has no ", d.is_cuda() ? "CUDA" : "such", " backend; rebuild with it or keep the tensor on ",
+            device());
 }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
 Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }

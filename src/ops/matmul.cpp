@@ -1,6 +1,299 @@
-// (being written) the matmul op family.
+// Linear algebra: matmul on oneDNN's matmul primitive (float32), with addmm
+// and linear as composites of it.
+//
+// The matmul op takes operands of at least 2 dims, [..., M, K] x [..., K, N]
+// with broadcast batch dims; the public function handles 1-D operands as
+// PyTorch does, with unsqueeze/squeeze views around the op. Transposed
+// operands (a stride of 1 in either of the last two dims) go to oneDNN as
+// they are, so the derivative's `b^T` costs no copy. A batched left operand
+// times a 2-D right operand is folded into one 2-D product.
+//
+// oneDNN has no float64 matmul: float64 and integer dtypes run a cache-blocked
+// loop (tests use it); float16/bfloat16 compute in float32. Never routed
+// through libblas (Debian's default is the slow reference BLAS).
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <unordered_map>
+
+#include "kiln/ops.h"
+#include "ops/cpu/copy.h"
+#include "ops/cpu/loops.h"
+#include "ops/dnnl/dnnl_utils.h"
 #include "ops/families.h"
+#include "ops/op_def.h"
 
 namespace kiln {
-void register_matmul_ops() {}
+namespace {
+
+using dnnl::memory;
+
+struct MatmulShape {
+  Shape batch;  // broadcast batch dims
+  int64_t M, K, N;
+};
+
+MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: the op takes operands of at least 2 dims, got ",
+             shape_str(a.shape()), " and ", shape_str(b.shape()), "; kiln::matmul() handles 1-D operands");
+  MatmulShape s;
+  s.M = a.shape()[a.dim() - 2];
+  s.K = a.shape()[a.dim() - 1];
+  s.N = b.shape()[b.dim() - 1];
+  int64_t kb = b.shape()[b.dim() - 2];
+  KILN_CHECK(s.K == kb, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+             " cannot be multiplied (", s.K, " columns vs ", kb, " rows); the last dim of the first must equal the "
+             "second-to-last dim of the second");
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  s.batch = broadcast_shapes(ab, bb, "matmul (batch dims)");
+  return s;
+}
+
+// ---- oneDNN float32 ----
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+  memory::desc a_md, b_md, c_md, scratch_md;
+};
+
+// The strides of a 3-D [B, R, C] operand, with the strides of size-1 dims
+// (which address nothing) set to what a dense layout would have.
+Shape normalized_strides(const Tensor& t3) {
+  Shape st = t3.strides();
+  int64_t B = t3.shape()[0], R = t3.shape()[1], C = t3.shape()[2];
+  if (R == 1 && C == 1) st[1] = st[2] = 1;
+  else if (R == 1) st[1] = st[2] == 1 ? C : 1;
+  else if (C == 1) st[2] = st[1] == 1 ? R : 1;
+  if (B == 1) st[0] = R * C;
+  return st;
+}
+
+// oneDNN's matmul takes plain layouts with one of the last two dims
+// unit-stride and batches that do not overlap; anything else is copied.
+Tensor dnnl_operand(const Tensor& t3) {
+  Shape st = normalized_strides(t3);
+  int64_t B = t3.shape()[0], R = t3.shape()[1], C = t3.shape()[2];
+  bool row_major = st[2] == 1 && st[1] >= C && (B == 1 || st[0] >= R * st[1]);
+  bool col_major = st[1] == 1 && st[2] >= R && (B == 1 || st[0] >= C * st[2]);
+  return (row_major || col_major) ? t3 : t3.contiguous();
+}
+
+void dnnl_matmul(const Tensor& a3, const Tensor& b3, const Tensor& c3) {
+  int64_t B = c3.shape()[0], M = c3.shape()[1], N = c3.shape()[2], K = a3.shape()[2];
+  Shape as = normalized_strides(a3), bs = normalized_strides(b3);
+  onednn::PrimitiveKey key{static_cast<int64_t>(onednn::PrimitiveKind::Matmul), B, M, K, N, as[0], as[1], as[2],
+                           bs[0], bs[1], bs[2]};
+  auto e = onednn::cached<MatmulEntry>(key, [&]() {
+    auto en = std::make_shared<MatmulEntry>();
+    auto f32 = memory::data_type::f32;
+    en->a_md = memory::desc({B, M, K}, f32, memory::dims(as.begin(), as.end()));
+    en->b_md = memory::desc({B, K, N}, f32, memory::dims(bs.begin(), bs.end()));
+    en->c_md = memory::desc({B, M, N}, f32, memory::format_tag::abc);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::desc desc(en->a_md, en->b_md, en->c_md);
+    dnnl::matmul::primitive_desc pd(desc, attr, onednn::cpu_engine());
+    en->prim = dnnl::matmul(pd);
+    en->scratch_md = pd.scratchpad_desc();
+    return en;
+  });
+  Tensor scratch_buf;
+  memory scratch = onednn::make_buffer(e->scratch_md, scratch_buf);
+  e->prim.execute(onednn::cpu_stream(), {{DNNL_ARG_SRC, onednn::wrap(e->a_md, a3)},
+                                         {DNNL_ARG_WEIGHTS, onednn::wrap(e->b_md, b3)},
+                                         {DNNL_ARG_DST, onednn::wrap(e->c_md, c3)},
+                                         {DNNL_ARG_SCRATCHPAD, scratch}});
+  onednn::cpu_stream().wait();
+}
+
+// ---- reference (float64, integers): blocked i-k-j loops on contiguous data ----
+template <typename T>
+void loop_matmul(const T* a, const T* b, T* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+  constexpr int64_t kBlockK = 128;
+  cpu::parallel_for(B * M, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t bi = row / M, i = row % M;
+      T* crow = c + (bi * M + i) * N;
+      std::fill(crow, crow + N, T(0));
+      const T* arow = a + (bi * M + i) * K;
+      const T* bmat = b + bi * K * N;
+      for (int64_t k0 = 0; k0 < K; k0 += kBlockK) {
+        int64_t k1 = std::min(K, k0 + kBlockK);
+        for (int64_t k = k0; k < k1; ++k) {
+          T av = arow[k];
+          const T* brow = bmat + k * N;
+#pragma omp simd
+          for (int64_t j = 0; j < N; ++j) crow[j] += av * brow[j];
+        }
+      }
+    }
+  });
+}
+
+// ---- the op ----
+std::vector<TensorMeta> matmul_infer(TensorSpan in, const Attrs&) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  KILN_CHECK(a.dtype() == b.dtype(), "matmul: operands have different dtypes (", describe(in),
+             "); cast one with .to(dtype)");
+  KILN_CHECK(a.dtype() != DType::Bool, "matmul: bool operands are not supported (", describe(in), ")");
+  MatmulShape s = matmul_shape(a, b);
+  Shape out = s.batch;
+  out.push_back(s.M);
+  out.push_back(s.N);
+  return {{out, a.dtype(), common_device(in, "matmul")}};
+}
+
+// [batch..., R, C] broadcast to `batch` and viewed as 3-D [B, R, C] (a copy
+// only when the batch dims cannot be merged).
+Tensor as_batched3(const Tensor& t, const Shape& batch) {
+  int64_t R = t.shape()[t.dim() - 2], C = t.shape()[t.dim() - 1];
+  Shape full = batch;
+  full.push_back(R);
+  full.push_back(C);
+  Tensor e = t.shape() == full ? t : t.expand(full);
+  return e.reshape({numel_of(batch), R, C});
+}
+
+void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
+  NoGradGuard ng;
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  Tensor& c = out[0];
+  MatmulShape s = matmul_shape(a, b);
+  if (c.numel() == 0) return;
+  int64_t B = numel_of(s.batch);
+  Tensor a3, b3;
+  Tensor c3 = c.view({B, s.M, s.N});
+  if (b.dim() == 2 && a.dim() > 2) {
+    // [batch..., M, K] x [K, N]: one [B*M, K] x [K, N] product.
+    a3 = a.reshape({1, B * s.M, s.K});
+    b3 = b.unsqueeze(0);
+    c3 = c.view({1, B * s.M, s.N});
+  } else {
+    a3 = as_batched3(a, s.batch);
+    b3 = as_batched3(b, s.batch);
+  }
+  if (s.K == 0) {
+    std::memset(c.data_ptr(), 0, c.nbytes());
+    return;
+  }
+  DType dt = c.dtype();
+  if (dt == DType::Float32) {
+    dnnl_matmul(dnnl_operand(a3), dnnl_operand(b3), c3);
+    return;
+  }
+  if (dt == DType::Float16 || dt == DType::BFloat16) {
+    Tensor a32 = Tensor::empty(a3.shape(), DType::Float32), b32 = Tensor::empty(b3.shape(), DType::Float32);
+    Tensor c32 = Tensor::empty(c3.shape(), DType::Float32);
+    cpu::copy_cast(a3, a32);
+    cpu::copy_cast(b3, b32);
+    dnnl_matmul(a32, b32, c32);
+    cpu::copy_cast(c32, c3);
+    return;
+  }
+  Tensor ac = a3.contiguous(), bc = b3.contiguous();
+  int64_t Bn = c3.shape()[0], Mn = c3.shape()[1];
+  visit_dtype(dt, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t> ||
+                  std::is_same_v<T, uint8_t>) {
+      loop_matmul<T>(ac.data<T>(), bc.data<T>(), c3.data<T>(), Bn, Mn, s.K, s.N);
+    } else {
+      KILN_FAIL("matmul: dtype ", dtype_name(dt), " is not supported");
+    }
+  });
+}
+
+Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
+
+Tensors matmul_back(const BackwardCtx& c, TensorSpan g) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor& go = g[0];
+  Tensors out(2);
+  if (c.needs_grad[0]) {
+    Tensor ga = matmul(go, mT(b));
+    out[0] = ga.shape() == a.shape() ? ga : sum_to(ga, a.shape());
+  }
+  if (c.needs_grad[1]) {
+    if (b.dim() == 2 && a.dim() > 2) {
+      int64_t K = a.shape()[a.dim() - 1], N = go.shape()[go.dim() - 1];
+      out[1] = matmul(a.reshape({-1, K}).t(), go.reshape({-1, N}));
+    } else {
+      Tensor gb = matmul(mT(a), go);
+      out[1] = gb.shape() == b.shape() ? gb : sum_to(gb, b.shape());
+    }
+  }
+  return out;
+}
+
+// ---- composites ----
+Tensors addmm_dec(TensorSpan in, const Attrs& a) {
+  double beta = a.f("beta"), alpha = a.f("alpha");
+  KILN_CHECK(in[1].dim() == 2 && in[2].dim() == 2, "addmm: m1 and m2 must be 2-D, got ", shape_str(in[1].shape()),
+             " and ", shape_str(in[2].shape()));
+  Tensor mm = matmul(in[1], in[2]);
+  if (alpha != 1.0) mm = mul(mm, alpha);
+  if (beta == 0.0) return {mm};  // as PyTorch: self is ignored (NaN in it does not propagate)
+  Tensor s = beta == 1.0 ? in[0] : mul(in[0], beta);
+  return {add(s, mm)};
+}
+
+Tensors linear_dec(TensorSpan in, const Attrs&) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  KILN_CHECK(w.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ", shape_str(w.shape()));
+  KILN_CHECK(x.dim() >= 1 && x.shape()[x.dim() - 1] == w.shape()[1], "linear: input ", shape_str(x.shape()),
+             " has last dim ", x.dim() ? x.shape()[x.dim() - 1] : 0, " but weight ", shape_str(w.shape()),
+             " expects in_features = ", w.shape()[1]);
+  Tensor y = matmul(x, w.t());
+  if (in.size() > 2 && in[2].defined()) y = add(y, in[2]);
+  return {y};
+}
+
+}  // namespace
+
+void register_matmul_ops() {
+  OpDef mm;
+  mm.id = OpId::matmul;
+  mm.infer = matmul_infer;
+  mm.kernels[static_cast<int>(DeviceType::CPU)] = matmul_kernel;
+  mm.backward = matmul_back;
+  mm.save = kSaveInputs;
+  define_op(mm);
+  OpDef am;
+  am.id = OpId::addmm;
+  am.decompose = addmm_dec;
+  define_op(am);
+  OpDef li;
+  li.id = OpId::linear;
+  li.decompose = linear_dec;
+  define_op(li);
+}
+
+// ---- public functions ----
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined(), "matmul: operands must be defined tensors");
+  KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ", shape_str(a.shape()),
+             " and ", shape_str(b.shape()));
+  if (a.dim() == 1 && b.dim() == 1) {
+    KILN_CHECK(a.shape()[0] == b.shape()[0], "matmul: 1-D operands of different lengths ", shape_str(a.shape()),
+               " and ", shape_str(b.shape()), " (dot product needs equal lengths)");
+    return dispatch1(OpId::matmul, {a.unsqueeze(0), b.unsqueeze(1)}).reshape({});
+  }
+  if (a.dim() == 1) return dispatch1(OpId::matmul, {a.unsqueeze(0), b}).squeeze(-2);
+  if (b.dim() == 1) return dispatch1(OpId::matmul, {a, b.unsqueeze(1)}).squeeze(-1);
+  return dispatch1(OpId::matmul, {a, b});
+}
+
+Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, double beta, double alpha) {
+  return dispatch1(OpId::addmm, {self, m1, m2}, Attrs().set("beta", beta).set("alpha", alpha));
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensors in{x, weight};
+  if (bias.defined()) in.push_back(bias);
+  return dispatch1(OpId::linear, std::move(in));
+}
+
 }  // namespace kiln

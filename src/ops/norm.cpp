@@ -1,6 +1,333 @@
-// (being written) the norm op family.
+// Batch normalization over [N, C, *] (NCHW, or [N, C] for 1-D features).
+//
+// batch_norm outputs (y, save_mean, save_invstd). Training normalizes with
+// the batch statistics over every dim but C and, when running stats are
+// given, updates them in place (PyTorch's momentum rule, unbiased variance):
+// the kernel writes them directly and bumps their version, as torch's
+// native_batch_norm does; they are buffers, never tensors that need grad.
+// Eval normalizes with the running statistics; its save_mean/save_invstd are
+// those statistics (mean, 1/sqrt(var + eps)), so batch_norm_backward has one
+// signature for both modes (with training=false it treats them as constants).
+//
+// Kernels are parallel over channels, with unit-stride inner loops over the
+// H*W run of each (n, c); per-row sums are SIMD reductions combined in
+// double. float16/bfloat16 compute in float32.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kiln/ops.h"
+#include "ops/cpu/copy.h"
+#include "ops/cpu/loops.h"
 #include "ops/families.h"
+#include "ops/op_def.h"
 
 namespace kiln {
-void register_norm_ops() {}
+namespace {
+
+struct BnGeom {
+  int64_t N, C, HW;
+  int64_t count() const { return N * HW; }
+};
+
+BnGeom bn_geometry(const Tensor& x, const char* op) {
+  KILN_CHECK(x.dim() >= 2, op, ": input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
+  BnGeom g{x.shape()[0], x.shape()[1], 1};
+  for (int64_t d = 2; d < x.dim(); ++d) g.HW *= x.shape()[d];
+  return g;
+}
+
+void check_channel_vec(const Tensor& t, int64_t C, const char* op, const char* name) {
+  if (!t.defined()) return;
+  KILN_CHECK(t.dim() == 1 && t.shape()[0] == C, op, ": ", name, " must be [", C, "] (one per channel), got ",
+             shape_str(t.shape()));
+  KILN_CHECK(is_floating(t.dtype()), op, ": ", name, " must be floating point, got ", dtype_name(t.dtype()));
+}
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+// Statistics and parameter gradients of 16-bit inputs are float32, as PyTorch's.
+DType stat_dtype(DType x) { return x == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// A [C] tensor's values as doubles (`fill` everywhere when undefined).
+std::vector<double> channel_values(const Tensor& t, int64_t C, double fill) {
+  std::vector<double> v(C, fill);
+  if (!t.defined()) return v;
+  Tensor d = Tensor::empty({C}, DType::Float64);
+  cpu::copy_cast(t, d);
+  std::memcpy(v.data(), d.data<double>(), sizeof(double) * C);
+  return v;
+}
+
+// Writes doubles into a [C] tensor of any float dtype and layout.
+void store_channel_values(const Tensor& t, const std::vector<double>& v) {
+  Tensor d = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Float64);
+  std::memcpy(d.data<double>(), v.data(), sizeof(double) * v.size());
+  cpu::copy_cast(d, t);
+}
+
+// Contiguous input in the compute type (float for 16-bit floats).
+Tensor compute_input(const Tensor& t) {
+  if (!is_half(t.dtype())) return t.contiguous();
+  Tensor out = Tensor::empty(t.shape(), DType::Float32);
+  cpu::copy_cast(t, out);
+  return out;
+}
+
+template <typename T>
+double row_sum(const T* p, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return static_cast<double>(s);
+}
+
+template <typename T>
+double row_sq_dev(const T* p, int64_t n, T mean) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    T d = p[i] - mean;
+    s += d * d;
+  }
+  return static_cast<double>(s);
+}
+
+// Channels per parallel chunk: enough work per thread to pay for the fork.
+int64_t channel_grain(const BnGeom& g) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.count())); }
+
+// ---------------------------------------------------------------------------
+// batch_norm(x, weight?, bias?, running_mean?, running_var?)
+
+std::vector<TensorMeta> bn_infer(TensorSpan in, const Attrs& a) {
+  const Tensor& x = in[0];
+  KILN_CHECK(x.defined() && is_floating(x.dtype()), "batch_norm: input must be a floating tensor, got ",
+             describe(in.subspan(0, 1)));
+  BnGeom g = bn_geometry(x, "batch_norm");
+  check_channel_vec(in[1], g.C, "batch_norm", "weight");
+  check_channel_vec(in[2], g.C, "batch_norm", "bias");
+  check_channel_vec(in[3], g.C, "batch_norm", "running_mean");
+  check_channel_vec(in[4], g.C, "batch_norm", "running_var");
+  bool training = a.b("training");
+  KILN_CHECK(in[3].defined() == in[4].defined(), "batch_norm: give both running_mean and running_var, or neither");
+  if (training) {
+    KILN_CHECK(g.count() > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
+               shape_str(x.shape()), "; use a larger batch or eval mode");
+  } else {
+    KILN_CHECK(in[3].defined(), "batch_norm: eval mode needs running_mean and running_var");
+  }
+  Device dev = common_device(in, "batch_norm");
+  DType sd = stat_dtype(x.dtype());
+  return {{x.shape(), x.dtype(), dev}, {{g.C}, sd, dev}, {{g.C}, sd, dev}};
+}
+
+template <typename T>
+void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& scale,
+                const std::vector<double>& shift) {
+  cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      T s = static_cast<T>(scale[c]), t = static_cast<T>(shift[c]);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* xp = x + (n * g.C + c) * g.HW;
+        T* yp = y + (n * g.C + c) * g.HW;
+#pragma omp simd
+        for (int64_t i = 0; i < g.HW; ++i) yp[i] = xp[i] * s + t;
+      }
+    }
+  });
+}
+
+template <typename T>
+void bn_batch_stats(const BnGeom& g, const T* x, std::vector<double>& mean, std::vector<double>& var) {
+  cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      double s = 0;
+      for (int64_t n = 0; n < g.N; ++n) s += row_sum(x + (n * g.C + c) * g.HW, g.HW);
+      double m = s / static_cast<double>(g.count());
+      double q = 0;
+      for (int64_t n = 0; n < g.N; ++n) q += row_sq_dev(x + (n * g.C + c) * g.HW, g.HW, static_cast<T>(m));
+      mean[c] = m;
+      var[c] = q / static_cast<double>(g.count());  // biased: what normalization uses
+    }
+  });
+}
+
+void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  NoGradGuard ng;
+  const Tensor& x_in = in[0];
+  BnGeom g = bn_geometry(x_in, "batch_norm");
+  bool training = a.b("training");
+  double momentum = a.f("momentum"), eps = a.f("eps");
+  Tensor x = compute_input(x_in);
+  bool half = is_half(x_in.dtype());
+  Tensor y = half ? Tensor::empty(x_in.shape(), DType::Float32) : out[0];
+  std::vector<double> mean(g.C), var(g.C);
+  if (training) {
+    if (x.dtype() == DType::Float64) bn_batch_stats<double>(g, x.data<double>(), mean, var);
+    else bn_batch_stats<float>(g, x.data<float>(), mean, var);
+    if (in[3].defined()) {
+      std::vector<double> rm = channel_values(in[3], g.C, 0), rv = channel_values(in[4], g.C, 1);
+      double unbias = static_cast<double>(g.count()) / static_cast<double>(g.count() - 1);
+      for (int64_t c = 0; c < g.C; ++c) {
+        rm[c] = (1 - momentum) * rm[c] + momentum * mean[c];
+        rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
+      }
+      store_channel_values(in[3], rm);
+      store_channel_values(in[4], rv);
+      ++in[3].impl()->version;
+      ++in[4].impl()->version;
+    }
+  } else {
+    mean = channel_values(in[3], g.C, 0);
+    var = channel_values(in[4], g.C, 1);
+  }
+  std::vector<double> w = channel_values(in[1], g.C, 1), bias = channel_values(in[2], g.C, 0);
+  std::vector<double> invstd(g.C), scale(g.C), shift(g.C);
+  for (int64_t c = 0; c < g.C; ++c) {
+    invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    scale[c] = invstd[c] * w[c];
+    shift[c] = bias[c] - mean[c] * scale[c];
+  }
+  if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift);
+  else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift);
+  if (half) cpu::copy_cast(y, out[0]);
+  store_channel_values(out[1], mean);
+  store_channel_values(out[2], invstd);
+}
+
+Tensors bn_back(const BackwardCtx& c, TensorSpan g) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& w = c.inputs[1];
+  auto [gx, gw, gb] = batch_norm_backward(g[0], x, w, c.outputs[1], c.outputs[2], c.attrs.b("training"),
+                                          c.attrs.f("eps"));
+  Tensors out(5);
+  if (c.needs_grad[0]) out[0] = gx;
+  if (c.needs_grad[1]) out[1] = gw;
+  if (c.needs_grad[2]) out[2] = gb;
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// batch_norm_backward(grad_out, x, weight?, save_mean, save_invstd)
+//   -> (grad_x, grad_weight, grad_bias)
+
+std::vector<TensorMeta> bn_bwd_infer(TensorSpan in, const Attrs&) {
+  const Tensor& go = in[0];
+  const Tensor& x = in[1];
+  KILN_CHECK(go.defined() && x.defined() && go.shape() == x.shape(), "batch_norm_backward: grad_out and input must "
+             "have the same shape, got ", describe(in.subspan(0, 2)));
+  KILN_CHECK(is_floating(x.dtype()) && go.dtype() == x.dtype(), "batch_norm_backward: grad_out and input must be "
+             "floating tensors of one dtype, got ", describe(in.subspan(0, 2)));
+  BnGeom g = bn_geometry(x, "batch_norm_backward");
+  check_channel_vec(in[2], g.C, "batch_norm_backward", "weight");
+  KILN_CHECK(in[3].defined() && in[4].defined(), "batch_norm_backward: save_mean and save_invstd are required");
+  check_channel_vec(in[3], g.C, "batch_norm_backward", "save_mean");
+  check_channel_vec(in[4], g.C, "batch_norm_backward", "save_invstd");
+  Device dev = common_device(in, "batch_norm_backward");
+  DType pd = in[2].defined() ? in[2].dtype() : stat_dtype(x.dtype());
+  return {{x.shape(), x.dtype(), dev}, {{g.C}, pd, dev}, {{g.C}, pd, dev}};
+}
+
+template <typename T>
+void bn_backward(const BnGeom& g, bool training, const T* go, const T* x, T* gx, const std::vector<double>& mean,
+                 const std::vector<double>& invstd, const std::vector<double>& w, std::vector<double>& gw,
+                 std::vector<double>& gb) {
+  double cnt = static_cast<double>(g.count());
+  cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      T m = static_cast<T>(mean[c]);
+      double sum_g = 0, sum_gd = 0;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* gp = go + (n * g.C + c) * g.HW;
+        const T* xp = x + (n * g.C + c) * g.HW;
+        T s = 0, sd = 0;
+#pragma omp simd reduction(+ : s, sd)
+        for (int64_t i = 0; i < g.HW; ++i) {
+          s += gp[i];
+          sd += gp[i] * (xp[i] - m);
+        }
+        sum_g += s;
+        sum_gd += sd;
+      }
+      gb[c] = sum_g;
+      gw[c] = sum_gd * invstd[c];
+      // grad_x = k1 * g + k2 * x + k3
+      double k1 = invstd[c] * w[c], k2 = 0, k3 = 0;
+      if (training) {
+        k2 = -invstd[c] * invstd[c] * invstd[c] * w[c] * sum_gd / cnt;
+        k3 = -k1 * sum_g / cnt - mean[c] * k2;
+      }
+      T a1 = static_cast<T>(k1), a2 = static_cast<T>(k2), a3 = static_cast<T>(k3);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* gp = go + (n * g.C + c) * g.HW;
+        const T* xp = x + (n * g.C + c) * g.HW;
+        T* op = gx + (n * g.C + c) * g.HW;
+#pragma omp simd
+        for (int64_t i = 0; i < g.HW; ++i) op[i] = a1 * gp[i] + a2 * xp[i] + a3;
+      }
+    }
+  });
+}
+
+void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  NoGradGuard ng;
+  BnGeom g = bn_geometry(in[1], "batch_norm_backward");
+  bool training = a.b("training");
+  Tensor go = compute_input(in[0]), x = compute_input(in[1]);
+  bool half = is_half(in[1].dtype());
+  Tensor gx = half ? Tensor::empty(x.shape(), DType::Float32) : out[0];
+  std::vector<double> mean = channel_values(in[3], g.C, 0), invstd = channel_values(in[4], g.C, 1);
+  std::vector<double> w = channel_values(in[2], g.C, 1);
+  std::vector<double> gw(g.C), gb(g.C);
+  if (x.dtype() == DType::Float64)
+    bn_backward<double>(g, training, go.data<double>(), x.data<double>(), gx.data<double>(), mean, invstd, w, gw, gb);
+  else
+    bn_backward<float>(g, training, go.data<float>(), x.data<float>(), gx.data<float>(), mean, invstd, w, gw, gb);
+  if (half) cpu::copy_cast(gx, out[0]);
+  store_channel_values(out[1], gw);
+  store_channel_values(out[2], gb);
+}
+
+}  // namespace
+
+void register_norm_ops() {
+  OpDef bn;
+  bn.id = OpId::batch_norm;
+  bn.infer = bn_infer;
+  bn.kernels[static_cast<int>(DeviceType::CPU)] = bn_kernel;
+  bn.backward = bn_back;
+  bn.save = kSaveBoth;
+  bn.num_outputs = 3;
+  bn.num_differentiable_outputs = 1;
+  define_op(bn);
+  OpDef bb;
+  bb.id = OpId::batch_norm_backward;
+  bb.infer = bn_bwd_infer;
+  bb.kernels[static_cast<int>(DeviceType::CPU)] = bn_bwd_kernel;
+  bb.num_outputs = 3;
+  bb.num_differentiable_outputs = 0;  // no double backward through batch norm yet
+  define_op(bb);
+}
+
+// ---- public functions ----
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  KILN_CHECK(x.defined(), "batch_norm: input is undefined");
+  auto needs_grad = [](const Tensor& t) { return t.defined() && t.requires_grad(); };
+  if (training) {
+    KILN_CHECK(!(grad_mode_enabled() && (needs_grad(running_mean) || needs_grad(running_var))),
+               "batch_norm: running_mean/running_var require grad; they are buffers updated in place, create them "
+               "without requires_grad");
+  }
+  return dispatch1(OpId::batch_norm, {x, weight, bias, running_mean, running_var},
+                   Attrs().set("training", training).set("momentum", momentum).set("eps", eps));
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                                       const Tensor& save_mean, const Tensor& save_invstd,
+                                                       bool training, double eps) {
+  Tensors r = dispatch(OpId::batch_norm_backward, {grad_out, x, weight, save_mean, save_invstd},
+                       Attrs().set("training", training).set("eps", eps));
+  return {r[0], r[1], r[2]};
+}
+
 }  // namespace kiln

@@ -1,6 +1,470 @@
-// (being written) the pool op family.
+// Pooling over NCHW planes: max_pool2d (values + int64 indices into each
+// H*W plane, as PyTorch), avg_pool2d, their backward ops, and the adaptive
+// pools as composites of them.
+//
+// Kernels are OpenMP loops parallel over the N*C planes: pooling is
+// memory-bound, and each plane is contiguous, so one thread streams through
+// whole planes. Output sizes, padding rules, NaN handling and the avg divisor
+// follow PyTorch 1.13 exactly (goldens in tests/ops/test_pool.cpp).
+// float16/bfloat16 compute in float32.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kiln/ops.h"
+#include "ops/cpu/copy.h"
+#include "ops/cpu/loops.h"
 #include "ops/families.h"
+#include "ops/op_def.h"
 
 namespace kiln {
-void register_pool_ops() {}
+namespace {
+
+struct PoolGeom {
+  int64_t planes, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+std::pair<int64_t, int64_t> pair_of(const std::vector<int64_t>& v, const char* op, const char* name) {
+  KILN_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name, " must have 1 or 2 values, got ", shape_str(v));
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+// PyTorch's pooling_output_shape.
+int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolGeom pool_geometry(const Shape& x, const Attrs& a, const char* op, bool dilated) {
+  KILN_CHECK(x.size() == 4, op, ": input must be 4-D [N, C, H, W] (or 3-D [C, H, W] through the public function), got ",
+             shape_str(x));
+  PoolGeom g{};
+  g.planes = x[0] * x[1];
+  g.H = x[2], g.W = x[3];
+  std::tie(g.kh, g.kw) = pair_of(a.ints("kernel_size"), op, "kernel_size");
+  const auto& st = a.ints("stride");
+  std::tie(g.sh, g.sw) = st.empty() ? std::make_pair(g.kh, g.kw) : pair_of(st, op, "stride");
+  std::tie(g.ph, g.pw) = pair_of(a.ints("padding"), op, "padding");
+  g.dh = g.dw = 1;
+  if (dilated) std::tie(g.dh, g.dw) = pair_of(a.ints("dilation"), op, "dilation");
+  bool ceil_mode = a.b("ceil_mode");
+  KILN_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel_size must be positive, got ", shape_str(a.ints("kernel_size")));
+  KILN_CHECK(g.sh > 0 && g.sw > 0, op, ": stride must be positive, got ", shape_str(st));
+  KILN_CHECK(g.dh > 0 && g.dw > 0, op, ": dilation must be positive");
+  KILN_CHECK(g.ph >= 0 && g.pw >= 0 && g.ph <= g.kh / 2 && g.pw <= g.kw / 2, op, ": padding ",
+             shape_str(a.ints("padding")), " must be >= 0 and at most half the kernel size ",
+             shape_str(a.ints("kernel_size")));
+  g.OH = pooled_size(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode);
+  g.OW = pooled_size(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode);
+  KILN_CHECK(g.OH > 0 && g.OW > 0, op, ": input ", shape_str(x), " is too small for kernel ",
+             shape_str(a.ints("kernel_size")), " (output would be ", g.OH, "x", g.OW,
+             "); use a smaller kernel or more padding");
+  return g;
+}
+
+Shape out_shape(const Shape& x, const PoolGeom& g) { return {x[0], x[1], g.OH, g.OW}; }
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+
+Tensor f32_copy(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::Float32);
+  cpu::copy_cast(t, out);
+  return out;
+}
+
+void check_pool_dtype(const Tensor& x, const char* op) {
+  KILN_CHECK(is_floating(x.dtype()), op, ": input must be floating point, got ", dtype_name(x.dtype()),
+             shape_str(x.shape()), "; cast it with .to(DType::Float32)");
+}
+
+// Runs f<T>(in..., out) in T = float or double; 16-bit floats go through float.
+template <typename F>
+void float_compute(DType dt, F&& f) {
+  if (dt == DType::Float64) f.template operator()<double>();
+  else f.template operator()<float>();
+}
+
+// ---------------------------------------------------------------------------
+// max_pool2d
+
+template <typename T>
+void max_pool_plane(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    int64_t hs = oh * g.sh - g.ph;
+    int64_t he = std::min(hs + (g.kh - 1) * g.dh + 1, g.H);
+    while (hs < 0) hs += g.dh;
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t ws = ow * g.sw - g.pw;
+      int64_t we = std::min(ws + (g.kw - 1) * g.dw + 1, g.W);
+      while (ws < 0) ws += g.dw;
+      int64_t best = hs * g.W + ws;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t h = hs; h < he; h += g.dh)
+        for (int64_t w = ws; w < we; w += g.dw) {
+          T v = x[h * g.W + w];
+          if (v > m || std::isnan(v)) {
+            m = v;
+            best = h * g.W + w;
+          }
+        }
+      y[oh * g.OW + ow] = m;
+      idx[oh * g.OW + ow] = best;
+    }
+  }
+}
+
+// The common 2x2, stride 2, unpadded case: two input rows per output row.
+template <typename T>
+void max_pool_plane_2x2(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const T* r0 = x + 2 * oh * g.W;
+    const T* r1 = r0 + g.W;
+    T* yo = y + oh * g.OW;
+    int64_t* io = idx + oh * g.OW;
+    int64_t base = 2 * oh * g.W;
+    // Same order and tie/NaN rule as the general loop (a later NaN replaces the max).
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      T v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
+      T m = v0;
+      int64_t k = 2 * ow;
+      if (v1 > m || std::isnan(v1)) m = v1, k = 2 * ow + 1;
+      if (v2 > m || std::isnan(v2)) m = v2, k = g.W + 2 * ow;
+      if (v3 > m || std::isnan(v3)) m = v3, k = g.W + 2 * ow + 1;
+      yo[ow] = m;
+      io[ow] = base + k;
+    }
+  }
+}
+
+std::vector<TensorMeta> max_pool_infer(TensorSpan in, const Attrs& a) {
+  check_pool_dtype(in[0], "max_pool2d");
+  PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
+  Shape os = out_shape(in[0].shape(), g);
+  return {{os, in[0].dtype(), in[0].device()}, {os, DType::Int64, in[0].device()}};
+}
+
+void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  NoGradGuard ng;
+  PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
+  DType dt = in[0].dtype();
+  Tensor x = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
+  Tensor y = is_half(dt) ? Tensor::empty(out[0].shape(), DType::Float32) : out[0];
+  int64_t* ip = out[1].data<int64_t>();
+  bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
+              g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+  float_compute(dt, [&]<typename T>() {
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
+    cpu::parallel_for(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        if (fast) max_pool_plane_2x2<T>(g, xp + p * in_plane, yp + p * out_plane, ip + p * out_plane);
+        else max_pool_plane<T>(g, xp + p * in_plane, yp + p * out_plane, ip + p * out_plane);
+      }
+    });
+  });
+  if (is_half(dt)) cpu::copy_cast(y, out[0]);
+}
+
+Tensors max_pool_back(const BackwardCtx& c, TensorSpan g) {
+  return {max_pool2d_backward(g[0], c.outputs[1], c.input_metas[0].shape)};
+}
+
+// ---- max_pool2d_backward(grad_out, indices) ----
+std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
+  const Tensor& go = in[0];
+  const Tensor& idx = in[1];
+  const Shape& xs = a.ints("input_shape");
+  KILN_CHECK(idx.dtype() == DType::Int64, "max_pool2d_backward: indices must be int64, got ",
+             dtype_name(idx.dtype()));
+  KILN_CHECK(go.shape() == idx.shape() && go.dim() == 4 && xs.size() == 4 && xs[0] == go.shape()[0] &&
+                 xs[1] == go.shape()[1],
+             "max_pool2d_backward: grad_out ", shape_str(go.shape()), " and indices ", shape_str(idx.shape()),
+             " must have the same 4-D shape with the N, C of input_shape ", shape_str(xs));
+  check_pool_dtype(go, "max_pool2d_backward");
+  return {{xs, go.dtype(), go.device()}};
+}
+
+void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  NoGradGuard ng;
+  const Shape& xs = a.ints("input_shape");
+  DType dt = in[0].dtype();
+  Tensor go = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
+  Tensor idx = in[1].contiguous();
+  Tensor gx = is_half(dt) ? Tensor::empty(xs, DType::Float32) : out[0];
+  int64_t planes = xs[0] * xs[1], in_plane = xs[2] * xs[3];
+  int64_t out_plane = go.shape()[2] * go.shape()[3];
+  const int64_t* ip = idx.data<int64_t>();
+  float_compute(dt, [&]<typename T>() {
+    const T* gp = go.data<T>();
+    T* xp = gx.data<T>();
+    cpu::parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        T* dst = xp + p * in_plane;
+        std::memset(static_cast<void*>(dst), 0, sizeof(T) * in_plane);
+        const T* src = gp + p * out_plane;
+        const int64_t* id = ip + p * out_plane;
+        for (int64_t i = 0; i < out_plane; ++i) {
+          int64_t k = id[i];
+          KILN_ASSERT(k >= 0 && k < in_plane, "max_pool2d_backward: index ", k, " outside a plane of ", in_plane);
+          dst[k] += src[i];
+        }
+      }
+    });
+  });
+  if (is_half(dt)) cpu::copy_cast(gx, out[0]);
+}
+
+// Double backward: the gradient of a scatter by index is a gather by it.
+Tensors max_pool_bwd_back(const BackwardCtx& c, TensorSpan gg) {
+  const Tensor& idx = c.inputs[1];
+  Tensors out(2);
+  if (c.needs_grad[0]) out[0] = gather(gg[0].flatten(2), 2, idx.flatten(2)).view(idx.shape());
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// avg_pool2d
+
+template <typename T>
+void avg_pool_plane(const PoolGeom& g, bool include_pad, const T* x, T* y) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    int64_t hs = oh * g.sh - g.ph, he = std::min(hs + g.kh, g.H + g.ph);
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t ws = ow * g.sw - g.pw, we = std::min(ws + g.kw, g.W + g.pw);
+      int64_t pool = (he - hs) * (we - ws);
+      int64_t h0 = std::max<int64_t>(hs, 0), w0 = std::max<int64_t>(ws, 0);
+      int64_t h1 = std::min(he, g.H), w1 = std::min(we, g.W);
+      if (h0 >= h1 || w0 >= w1) {
+        y[oh * g.OW + ow] = T(0);
+        continue;
+      }
+      T s = 0;
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t w = w0; w < w1; ++w) s += x[h * g.W + w];
+      int64_t div = include_pad ? pool : (h1 - h0) * (w1 - w0);
+      y[oh * g.OW + ow] = s / static_cast<T>(div);
+    }
+  }
+}
+
+template <typename T>
+void avg_pool_bwd_plane(const PoolGeom& g, bool include_pad, const T* gy, T* gx) {
+  std::memset(static_cast<void*>(gx), 0, sizeof(T) * g.H * g.W);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    int64_t hs = oh * g.sh - g.ph, he = std::min(hs + g.kh, g.H + g.ph);
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t ws = ow * g.sw - g.pw, we = std::min(ws + g.kw, g.W + g.pw);
+      int64_t pool = (he - hs) * (we - ws);
+      int64_t h0 = std::max<int64_t>(hs, 0), w0 = std::max<int64_t>(ws, 0);
+      int64_t h1 = std::min(he, g.H), w1 = std::min(we, g.W);
+      if (h0 >= h1 || w0 >= w1) continue;
+      int64_t div = include_pad ? pool : (h1 - h0) * (w1 - w0);
+      T v = gy[oh * g.OW + ow] / static_cast<T>(div);
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t w = w0; w < w1; ++w) gx[h * g.W + w] += v;
+    }
+  }
+}
+
+std::vector<TensorMeta> avg_pool_infer(TensorSpan in, const Attrs& a) {
+  check_pool_dtype(in[0], "avg_pool2d");
+  PoolGeom g = pool_geometry(in[0].shape(), a, "avg_pool2d", false);
+  return {{out_shape(in[0].shape(), g), in[0].dtype(), in[0].device()}};
+}
+
+void avg_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  NoGradGuard ng;
+  PoolGeom g = pool_geometry(in[0].shape(), a, "avg_pool2d", false);
+  bool include_pad = a.b("count_include_pad");
+  DType dt = in[0].dtype();
+  Tensor x = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
+  Tensor y = is_half(dt) ? Tensor::empty(out[0].shape(), DType::Float32) : out[0];
+  float_compute(dt, [&]<typename T>() {
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
+    cpu::parallel_for(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) avg_pool_plane<T>(g, include_pad, xp + p * in_plane, yp + p * out_plane);
+    });
+  });
+  if (is_half(dt)) cpu::copy_cast(y, out[0]);
+}
+
+std::vector<int64_t> stride_or_kernel(const Attrs& a) {
+  return a.ints("stride").empty() ? a.ints("kernel_size") : a.ints("stride");
+}
+
+Tensors avg_pool_back(const BackwardCtx& c, TensorSpan g) {
+  const Attrs& a = c.attrs;
+  return {avg_pool2d_backward(g[0], c.input_metas[0].shape, a.ints("kernel_size"), stride_or_kernel(a),
+                              a.ints("padding"), a.b("ceil_mode"), a.b("count_include_pad"))};
+}
+
+// ---- avg_pool2d_backward(grad_out) ----
+std::vector<TensorMeta> avg_pool_bwd_infer(TensorSpan in, const Attrs& a) {
+  const Shape& xs = a.ints("input_shape");
+  check_pool_dtype(in[0], "avg_pool2d_backward");
+  PoolGeom g = pool_geometry(xs, a, "avg_pool2d_backward", false);
+  KILN_CHECK(in[0].shape() == out_shape(xs, g), "avg_pool2d_backward: grad_out has shape ", shape_str(in[0].shape()),
+             " but pooling ", shape_str(xs), " gives ", shape_str(out_shape(xs, g)));
+  return {{xs, in[0].dtype(), in[0].device()}};
+}
+
+void avg_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  NoGradGuard ng;
+  const Shape& xs = a.ints("input_shape");
+  PoolGeom g = pool_geometry(xs, a, "avg_pool2d_backward", false);
+  bool include_pad = a.b("count_include_pad");
+  DType dt = in[0].dtype();
+  Tensor go = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
+  Tensor gx = is_half(dt) ? Tensor::empty(xs, DType::Float32) : out[0];
+  float_compute(dt, [&]<typename T>() {
+    const T* gp = go.data<T>();
+    T* xp = gx.data<T>();
+    int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
+    cpu::parallel_for(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) avg_pool_bwd_plane<T>(g, include_pad, gp + p * out_plane, xp + p * in_plane);
+    });
+  });
+  if (is_half(dt)) cpu::copy_cast(gx, out[0]);
+}
+
+// avg_pool2d_backward is linear in grad_out; its adjoint is avg_pool2d.
+Tensors avg_pool_bwd_back(const BackwardCtx& c, TensorSpan gg) {
+  const Attrs& a = c.attrs;
+  return {avg_pool2d(gg[0], a.ints("kernel_size"), stride_or_kernel(a), a.ints("padding"), a.b("ceil_mode"),
+                     a.b("count_include_pad"))};
+}
+
+// ---------------------------------------------------------------------------
+// adaptive pools (composites)
+
+// The kernel for an adaptive pool that is an ordinary one, or an error.
+std::pair<int64_t, int64_t> adaptive_kernel(const Tensor& x, const std::vector<int64_t>& os, const char* op) {
+  KILN_CHECK(x.dim() == 4, op, ": input must be 4-D [N, C, H, W], got ", shape_str(x.shape()));
+  KILN_CHECK(os.size() == 2 && os[0] > 0 && os[1] > 0, op, ": output_size must be two positive sizes, got ",
+             shape_str(os));
+  int64_t H = x.shape()[2], W = x.shape()[3];
+  KILN_CHECK(H % os[0] == 0 && W % os[1] == 0, op, ": input ", shape_str(x.shape()), " to output ", shape_str(os),
+             " is not supported: kiln supports output 1x1 and output sizes that divide the input's H and W evenly");
+  return {H / os[0], W / os[1]};
+}
+
+Tensors adaptive_avg_dec(TensorSpan in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const auto& os = a.ints("output_size");
+  auto [kh, kw] = adaptive_kernel(x, os, "adaptive_avg_pool2d");
+  if (os[0] == 1 && os[1] == 1) return {mean(x, {2, 3}, true)};
+  return {avg_pool2d(x, {kh, kw}, {kh, kw}, {0, 0}, false, true)};
+}
+
+Tensors adaptive_max_dec(TensorSpan in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const auto& os = a.ints("output_size");
+  auto [kh, kw] = adaptive_kernel(x, os, "adaptive_max_pool2d");
+  if (os[0] == 1 && os[1] == 1) return {amax(x, {2, 3}, true)};
+  return {max_pool2d(x, {kh, kw}, {kh, kw}, {0, 0}, {1, 1}, false)};
+}
+
+OpDef kernel_def(OpId id, InferFn infer, KernelFn kernel, BackwardFn back, uint8_t save) {
+  OpDef d;
+  d.id = id;
+  d.infer = infer;
+  d.kernels[static_cast<int>(DeviceType::CPU)] = kernel;
+  d.backward = back;
+  d.save = save;
+  return d;
+}
+
+// Pools accept 3-D [C, H, W] like PyTorch: run batched, drop the batch dim.
+bool unbatched(const Tensor& x, const char* op) {
+  KILN_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), op, ": input must be 3-D [C, H, W] or 4-D [N, C, H, W], got ",
+             x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
+  return x.dim() == 3;
+}
+
+}  // namespace
+
+void register_pool_ops() {
+  OpDef mp = kernel_def(OpId::max_pool2d, max_pool_infer, max_pool_kernel, max_pool_back, kSaveOutputs);
+  mp.num_outputs = 2;
+  mp.num_differentiable_outputs = 1;
+  define_op(mp);
+  define_op(kernel_def(OpId::max_pool2d_backward, max_pool_bwd_infer, max_pool_bwd_kernel, max_pool_bwd_back,
+                       kSaveInputs));
+  define_op(kernel_def(OpId::avg_pool2d, avg_pool_infer, avg_pool_kernel, avg_pool_back, kSaveNone));
+  define_op(kernel_def(OpId::avg_pool2d_backward, avg_pool_bwd_infer, avg_pool_bwd_kernel, avg_pool_bwd_back,
+                       kSaveNone));
+  OpDef aa;
+  aa.id = OpId::adaptive_avg_pool2d;
+  aa.decompose = adaptive_avg_dec;
+  define_op(aa);
+  OpDef am;
+  am.id = OpId::adaptive_max_pool2d;
+  am.decompose = adaptive_max_dec;
+  define_op(am);
+}
+
+// ---- public functions ----
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                                                   const std::vector<int64_t>& stride,
+                                                   const std::vector<int64_t>& padding,
+                                                   const std::vector<int64_t>& dilation, bool ceil_mode) {
+  bool u = unbatched(x, "max_pool2d");
+  Tensors r = dispatch(OpId::max_pool2d, {u ? x.unsqueeze(0) : x},
+                       Attrs()
+                           .set("kernel_size", kernel_size)
+                           .set("stride", stride)
+                           .set("padding", padding)
+                           .set("dilation", dilation)
+                           .set("ceil_mode", ceil_mode));
+  if (u) return {r[0].squeeze(0), r[1].squeeze(0)};
+  return {r[0], r[1]};
+}
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+                  const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode) {
+  return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+}
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape) {
+  return dispatch1(OpId::max_pool2d_backward, {grad_out, indices}, Attrs().set("input_shape", input_shape));
+}
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+                  const std::vector<int64_t>& padding, bool ceil_mode, bool count_include_pad) {
+  bool u = unbatched(x, "avg_pool2d");
+  Tensor y = dispatch1(OpId::avg_pool2d, {u ? x.unsqueeze(0) : x},
+                       Attrs()
+                           .set("kernel_size", kernel_size)
+                           .set("stride", stride)
+                           .set("padding", padding)
+                           .set("ceil_mode", ceil_mode)
+                           .set("count_include_pad", count_include_pad));
+  return u ? y.squeeze(0) : y;
+}
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, const std::vector<int64_t>& kernel_size,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, bool ceil_mode,
+                           bool count_include_pad) {
+  return dispatch1(OpId::avg_pool2d_backward, {grad_out},
+                   Attrs()
+                       .set("input_shape", input_shape)
+                       .set("kernel_size", kernel_size)
+                       .set("stride", stride)
+                       .set("padding", padding)
+                       .set("ceil_mode", ceil_mode)
+                       .set("count_include_pad", count_include_pad));
+}
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<int64_t>& output_size) {
+  bool u = unbatched(x, "adaptive_avg_pool2d");
+  Tensor y = dispatch1(OpId::adaptive_avg_pool2d, {u ? x.unsqueeze(0) : x}, Attrs().set("output_size", output_size));
+  return u ? y.squeeze(0) : y;
+}
+Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<int64_t>& output_size) {
+  bool u = unbatched(x, "adaptive_max_pool2d");
+  Tensor y = dispatch1(OpId::adaptive_max_pool2d, {u ? x.unsqueeze(0) : x}, Attrs().set("output_size", output_size));
+  return u ? y.squeeze(0) : y;
+}
+
 }  // namespace kiln

@@ -31,7 +31,8 @@ Shape infer_size(const Shape& requested, int64_t numel, const char* op, const Sh
       KILN_CHECK(infer_at < 0, op, ": shape ", shape_str(requested), " has more than one -1; give all sizes but one");
       infer_at = static_cast<int64_t>(i);
     } else {
-      KILN_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape_str(requested));
+      KILN_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape_str(requested),
+                 "; sizes must be >= 0, with at most one -1 to infer a size");
       known *= out[i];
     }
   }
@@ -145,7 +146,7 @@ Tensor select_fn(TensorSpan in, const Attrs& a) {
   int64_t d = wrap_dim(a.i("dim"), x.dim(), "select");
   int64_t i = a.i("index"), size = x.shape()[d];
   KILN_CHECK(i >= -size && i < size, "select: index ", i, " is out of range for dim ", d, " of size ", size,
-             " (shape ", shape_str(x.shape()), ")");
+             " (shape ", shape_str(x.shape()), "); use an index in [", -size, ", ", size - 1, "]");
   if (i < 0) i += size;
   Shape shape = x.shape(), strides = x.strides();
   shape.erase(shape.begin() + d);

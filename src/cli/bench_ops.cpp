@@ -1,0 +1,270 @@
+// kiln bench ops: times the op cases that bench/vs_torch.sh compares with
+// PyTorch (bench/torch_ops.py runs the same cases, shapes and timing rule).
+//
+// Timing rule (keep in step with bench/torch_ops.py): two warm-up iterations,
+// the second one timed to pick the repetition count (about kTargetMs of timed
+// work, at least kMinReps, at most kMaxReps) unless --reps is given, then the
+// median of the repetitions. One iteration of a forward+backward case is
+// forward + loss (sum unless the case says otherwise) + backward; gradients are
+// reset to none before each iteration, outside the timed region.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr double kTargetMs = 1500.0;
+constexpr int kMinReps = 3;
+constexpr int kMaxReps = 1000;
+
+// One prepared case: `step` is the timed iteration, `reset` runs untimed before it.
+struct Iteration {
+  std::function<void()> reset;
+  std::function<void()> step;
+};
+
+struct Case {
+  const char* name;
+  const char* what;
+  std::function<Iteration(Generator&)> prepare;  // allocates inputs (untimed)
+};
+
+Tensor leaf(Tensor t) { return t.detach().requires_grad_(true); }
+
+std::function<void()> clear_grads(std::vector<Tensor> leaves) {
+  return [leaves] {
+    for (Tensor t : leaves) t.set_grad(Tensor());
+  };
+}
+
+Conv2dParams pad1() {
+  Conv2dParams p;
+  p.padding = {1, 1};
+  return p;
+}
+
+Iteration conv_case(Generator& gen, const Shape& xs, const Shape& ws, bool backward) {
+  Tensor x = randn(xs, {}, &gen);
+  Tensor w = randn(ws, {}, &gen);
+  if (!backward) return {[] {}, [x, w] { conv2d(x, w, Tensor(), pad1()); }};
+  x = leaf(x);
+  w = leaf(w);
+  return {clear_grads({x, w}), [x, w] { sum(conv2d(x, w, Tensor(), pad1())).backward(); }};
+}
+
+const std::vector<Case>& all_cases() {
+  static const std::vector<Case> cases = {
+      {"conv_resnet_block", "conv2d fwd+bwd (input+weight grad, no bias) x[128,64,32,32] w[64,64,3,3] pad 1",
+       [](Generator& g) { return conv_case(g, {128, 64, 32, 32}, {64, 64, 3, 3}, true); }},
+      {"conv_airbench_256", "conv2d fwd+bwd (input+weight grad, no bias) x[128,256,15,15] w[256,256,3,3] pad 1",
+       [](Generator& g) { return conv_case(g, {128, 256, 15, 15}, {256, 256, 3, 3}, true); }},
+      {"conv_resnet_block_fwd", "conv2d forward x[128,64,32,32] w[64,64,3,3] pad 1",
+       [](Generator& g) { return conv_case(g, {128, 64, 32, 32}, {64, 64, 3, 3}, false); }},
+      {"conv_airbench_256_fwd", "conv2d forward x[128,256,15,15] w[256,256,3,3] pad 1",
+       [](Generator& g) { return conv_case(g, {128, 256, 15, 15}, {256, 256, 3, 3}, false); }},
+      {"matmul_1024", "matmul [1024,1024] @ [1024,1024] forward",
+       [](Generator& g) {
+         Tensor a = randn({1024, 1024}, {}, &g), b = randn({1024, 1024}, {}, &g);
+         return Iteration{[] {}, [a, b] { matmul(a, b); }};
+       }},
+      {"linear_fc", "linear x[128,4096] w[1024,4096] b[1024] fwd+bwd (x, w, b grads), loss = sum",
+       [](Generator& g) {
+         Tensor x = leaf(randn({128, 4096}, {}, &g)), w = leaf(randn({1024, 4096}, {}, &g)),
+                b = leaf(randn({1024}, {}, &g));
+         return Iteration{clear_grads({x, w, b}), [x, w, b] { sum(linear(x, w, b)).backward(); }};
+       }},
+      {"pointwise_chain", "sum(gelu(relu(x*a+b)*c)) x[128,64,32,32], a,b,c [64,1,1]; forward, one eager op each",
+       [](Generator& g) {
+         Tensor x = randn({128, 64, 32, 32}, {}, &g), a = randn({64, 1, 1}, {}, &g), b = randn({64, 1, 1}, {}, &g),
+                c = randn({64, 1, 1}, {}, &g);
+         return Iteration{[] {}, [x, a, b, c] { sum(gelu(mul(relu(add(mul(x, a), b)), c))); }};
+       }},
+      {"maxpool_bn_relu", "max_pool2d 2x2 -> batch_norm(train) -> relu, x[128,64,32,32] fwd+bwd, loss = sum",
+       [](Generator& g) {
+         Tensor x = leaf(randn({128, 64, 32, 32}, {}, &g)), gamma = leaf(ones({64})), beta = leaf(zeros({64}));
+         Tensor running_mean = zeros({64}), running_var = ones({64});
+         return Iteration{clear_grads({x, gamma, beta}), [=] {
+                            Tensor p = max_pool2d(x, {2, 2});
+                            sum(relu(batch_norm(p, gamma, beta, running_mean, running_var, true))).backward();
+                          }};
+       }},
+      {"softmax_xent", "cross_entropy(logits[4096,1000], targets[4096]) mean, fwd+bwd",
+       [](Generator& g) {
+         Tensor logits = leaf(randn({4096, 1000}, {}, &g));
+         Tensor target = randint(0, 1000, {4096}, dtype(DType::Int64), &g);
+         return Iteration{clear_grads({logits}), [logits, target] { cross_entropy(logits, target).backward(); }};
+       }},
+  };
+  return cases;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Returns the median milliseconds of one iteration; `reps_used` gets the count.
+double time_iteration(const Iteration& it, int reps, int& reps_used) {
+  auto once = [&] {
+    it.reset();
+    auto t0 = std::chrono::steady_clock::now();
+    it.step();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  once();
+  double probe = once();
+  if (reps <= 0) {
+    double want = std::ceil(kTargetMs / std::max(probe, 1e-3));
+    reps = static_cast<int>(std::clamp(want, static_cast<double>(kMinReps), static_cast<double>(kMaxReps)));
+  }
+  std::vector<double> times;
+  times.reserve(reps);
+  for (int r = 0; r < reps; ++r) times.push_back(once());
+  reps_used = reps;
+  return median(times);
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\', out += ch;
+    else if (ch == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(ch) < 0x20) out += ' ';
+    else out += ch;
+  }
+  return out;
+}
+
+void usage(std::ostream& os) {
+  os << "usage: kiln bench ops [--json] [--cases a,b,c] [--reps N] [--threads N] [--list]\n"
+        "  --json       one JSON object per case: {\"case\": ..., \"kiln_ms\": ...}\n"
+        "  --cases      comma-separated case names (default: all)\n"
+        "  --reps N     timed repetitions per case (default: adapts to ~1.5 s per case)\n"
+        "  --threads N  OpenMP threads (default: OMP_NUM_THREADS)\n"
+        "  --list       print the case names and what each one times\n"
+        "cases:\n";
+  for (const Case& c : all_cases()) os << "  " << c.name << "\n";
+}
+
+}  // namespace
+
+int run_bench_ops(int argc, char** argv) {
+  bool json = false, list = false;
+  int reps = 0, threads = 0;
+  std::vector<std::string> names;
+  auto need_value = [&](int i, const std::string& flag) {
+    if (i + 1 >= argc) {
+      std::cerr << "kiln bench ops: " << flag << " needs a value\n";
+      usage(std::cerr);
+      return false;
+    }
+    return true;
+  };
+  auto positive = [](const char* s, int& out) {
+    char* end = nullptr;
+    long v = std::strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v <= 0 || v > 1000000) return false;
+    out = static_cast<int>(v);
+    return true;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--list") {
+      list = true;
+    } else if (a == "-h" || a == "--help") {
+      usage(std::cout);
+      return 0;
+    } else if (a == "--cases" || a == "--reps" || a == "--threads") {
+      if (!need_value(i, a)) return 2;
+      const char* v = argv[++i];
+      if (a == "--cases") {
+        for (auto& n : split_commas(v)) names.push_back(n);
+      } else if (!positive(v, a == "--reps" ? reps : threads)) {
+        std::cerr << "kiln bench ops: " << a << " wants a positive integer, got '" << v << "'\n";
+        return 2;
+      }
+    } else {
+      std::cerr << "kiln bench ops: unknown argument '" << a << "'\n";
+      usage(std::cerr);
+      return 2;
+    }
+  }
+
+  if (list) {
+    for (const Case& c : all_cases()) std::cout << c.name << "\t" << c.what << "\n";
+    return 0;
+  }
+
+  std::vector<const Case*> selected;
+  if (names.empty()) {
+    for (const Case& c : all_cases()) selected.push_back(&c);
+  } else {
+    for (const std::string& n : names) {
+      auto it = std::find_if(all_cases().begin(), all_cases().end(), [&](const Case& c) { return n == c.name; });
+      if (it == all_cases().end()) {
+        std::cerr << "kiln bench ops: unknown case '" << n << "'; available:";
+        for (const Case& c : all_cases()) std::cerr << " " << c.name;
+        std::cerr << "\n";
+        return 2;
+      }
+      selected.push_back(&*it);
+    }
+  }
+
+  if (threads > 0) omp_set_num_threads(threads);
+  if (!json)
+    std::printf("kiln bench ops: %d thread(s), float32, eager; median of timed repetitions\n", omp_get_max_threads());
+
+  int failures = 0;
+  for (const Case* c : selected) {
+    Generator gen(0);
+    try {
+      Iteration it = c->prepare(gen);
+      int reps_used = 0;
+      double ms = time_iteration(it, reps, reps_used);
+      if (json)
+        std::printf("{\"case\": \"%s\", \"kiln_ms\": %.4f}\n", c->name, ms);
+      else
+        std::printf("%-24s %10.3f ms  (median of %d)\n", c->name, ms, reps_used);
+    } catch (const Error& e) {
+      ++failures;
+      std::cerr << "kiln bench ops: case " << c->name << " failed: " << e.what() << "\n";
+      if (json)
+        std::printf("{\"case\": \"%s\", \"kiln_ms\": null, \"error\": \"%s\"}\n", c->name,
+                    json_escape(e.what()).c_str());
+      else
+        std::printf("%-24s %10s\n", c->name, "error");
+    }
+    std::fflush(stdout);
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace kiln::cli

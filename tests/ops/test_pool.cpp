@@ -1,0 +1,181 @@
+// max/avg/adaptive pooling against PyTorch goldens (tools/goldens/gen_nn.py)
+// and finite-difference gradients in float64.
+#include <cmath>
+#include <limits>
+
+#include "testing/golden.h"
+#include "testing/gradcheck.h"
+
+namespace kiln {
+namespace {
+
+using testing::Goldens;
+
+const Goldens& G() {
+  static Goldens g("nn");
+  return g;
+}
+Tensor gold(const std::string& c, const char* t) { return G()[c + "." + t]; }
+
+struct MaxCase {
+  const char* name;
+  std::vector<int64_t> k, s, p, d;
+  bool ceil;
+};
+const std::vector<MaxCase>& max_cases() {
+  static const std::vector<MaxCase> c = {
+      {"maxpool_k2", {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+      {"maxpool_k2_odd", {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+      {"maxpool_k3s2p1", {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+      {"maxpool_dil2", {3, 3}, {1, 1}, {1, 1}, {2, 2}, false},
+      {"maxpool_ceil", {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+      {"maxpool_ceil_k3s2p1", {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+      {"maxpool_rect", {3, 2}, {2, 1}, {1, 0}, {1, 1}, false},
+      {"maxpool_overlap", {3, 3}, {1, 1}, {0, 0}, {1, 1}, false},
+  };
+  return c;
+}
+
+struct AvgCase {
+  const char* name;
+  std::vector<int64_t> k, s, p;
+  bool ceil, include_pad;
+};
+const std::vector<AvgCase>& avg_cases() {
+  static const std::vector<AvgCase> c = {
+      {"avgpool_k2", {2, 2}, {2, 2}, {0, 0}, false, true},
+      {"avgpool_k3s2p1", {3, 3}, {2, 2}, {1, 1}, false, true},
+      {"avgpool_k3s2p1_nopad", {3, 3}, {2, 2}, {1, 1}, false, false},
+      {"avgpool_ceil", {3, 3}, {2, 2}, {1, 1}, true, true},
+      {"avgpool_ceil_nopad", {3, 3}, {2, 2}, {1, 1}, true, false},
+      {"avgpool_rect", {3, 2}, {2, 1}, {1, 0}, false, true},
+  };
+  return c;
+}
+
+TEST(Pool, MaxGoldenValuesAndIndices) {
+  for (const MaxCase& c : max_cases()) {
+    SCOPED_TRACE(c.name);
+    auto [y, idx] = max_pool2d_with_indices(gold(c.name, "x"), c.k, c.s, c.p, c.d, c.ceil);
+    EXPECT_TENSOR_CLOSE(y, gold(c.name, "y"), 0, 0);
+    EXPECT_EQ(idx.dtype(), DType::Int64);
+    EXPECT_EQ(idx.to_vector<int64_t>(), gold(c.name, "idx").to_vector<int64_t>());
+  }
+}
+
+TEST(Pool, MaxGoldenBackward) {
+  for (const MaxCase& c : max_cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = gold(c.name, "x");
+    EXPECT_TENSOR_CLOSE(max_pool2d_backward(gold(c.name, "gy"), gold(c.name, "idx"), x.shape()), gold(c.name, "gx"));
+    Tensor xg = x.detach().requires_grad_();
+    max_pool2d(xg, c.k, c.s, c.p, c.d, c.ceil).backward(gold(c.name, "gy"));
+    EXPECT_TENSOR_CLOSE(xg.grad(), gold(c.name, "gx"));
+  }
+}
+
+TEST(Pool, AvgGolden) {
+  for (const AvgCase& c : avg_cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = gold(c.name, "x").detach().requires_grad_();
+    Tensor y = avg_pool2d(x, c.k, c.s, c.p, c.ceil, c.include_pad);
+    EXPECT_TENSOR_CLOSE(y, gold(c.name, "y"));
+    y.backward(gold(c.name, "gy"));
+    EXPECT_TENSOR_CLOSE(x.grad(), gold(c.name, "gx"));
+  }
+}
+
+TEST(Pool, AdaptiveGolden) {
+  struct A {
+    const char* name;
+    std::vector<int64_t> os;
+    bool max;
+  };
+  for (const A& c : {A{"adaptive_avg_4", {4, 4}, false}, A{"adaptive_avg_1", {1, 1}, false},
+                     A{"adaptive_avg_rect", {2, 3}, false}, A{"adaptive_max_2", {2, 2}, true},
+                     A{"adaptive_max_1", {1, 1}, true}}) {
+    SCOPED_TRACE(c.name);
+    Tensor x = gold(c.name, "x").detach().requires_grad_();
+    Tensor y = c.max ? adaptive_max_pool2d(x, c.os) : adaptive_avg_pool2d(x, c.os);
+    EXPECT_TENSOR_CLOSE(y, gold(c.name, "y"));
+    y.backward(gold(c.name, "gy"));
+    EXPECT_TENSOR_CLOSE(x.grad(), gold(c.name, "gx"));
+  }
+}
+
+TEST(Pool, UnbatchedInput) {
+  Tensor x = gold("maxpool_k2", "x");
+  Tensor y3 = max_pool2d(x.select(0, 1), {2, 2});
+  EXPECT_EQ(y3.shape(), (Shape{3, 4, 4}));
+  EXPECT_TENSOR_CLOSE(y3, gold("maxpool_k2", "y").select(0, 1), 0, 0);
+  Tensor a3 = avg_pool2d(x.select(0, 0), {2, 2});
+  EXPECT_EQ(a3.shape(), (Shape{3, 4, 4}));
+}
+
+TEST(Pool, MaxPropagatesNaN) {
+  std::vector<float> v(16, 1.0f);
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = from_vector(v, {1, 1, 4, 4});
+  auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
+  std::vector<float> yv = y.to_vector<float>();
+  EXPECT_TRUE(std::isnan(yv[0]));
+  EXPECT_EQ(idx.to_vector<int64_t>()[0], 5);
+  auto [y3, idx3] = max_pool2d_with_indices(x, {3, 3}, {1, 1});  // general loop
+  EXPECT_TRUE(std::isnan(y3.to_vector<float>()[0]));
+  EXPECT_EQ(idx3.to_vector<int64_t>()[0], 5);
+}
+
+Tensor rnd64(const Shape& s, uint64_t seed) {
+  Generator gen(seed);
+  return randn(s, dtype(DType::Float64), &gen).requires_grad_();
+}
+
+TEST(Pool, GradcheckFloat64) {
+  Tensor x = rnd64({2, 2, 7, 7}, 3);
+  auto fmax = [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); };
+  EXPECT_GRADCHECK(fmax, (std::vector<Tensor>{x}));
+  auto fmax2 = [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2, 2}); };
+  EXPECT_GRADCHECK(fmax2, (std::vector<Tensor>{x}));
+  auto favg = [](const std::vector<Tensor>& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, false); };
+  EXPECT_GRADCHECK(favg, (std::vector<Tensor>{x}));
+  auto favg2 = [](const std::vector<Tensor>& v) { return avg_pool2d(v[0], {2, 3}, {1, 2}, {1, 1}, false, true); };
+  EXPECT_GRADCHECK(favg2, (std::vector<Tensor>{x}));
+  Tensor x8 = rnd64({1, 2, 4, 6}, 4);
+  auto fad = [](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {2, 3}); };
+  EXPECT_GRADCHECK(fad, (std::vector<Tensor>{x8}));
+  auto fam = [](const std::vector<Tensor>& v) { return adaptive_max_pool2d(v[0], {1, 1}); };
+  EXPECT_GRADCHECK(fam, (std::vector<Tensor>{x8}));
+  // double backward of the backward ops
+  Tensor idx;
+  {
+    NoGradGuard ng;
+    idx = std::get<1>(max_pool2d_with_indices(x.detach(), {3, 3}, {2, 2}, {1, 1}, {1, 1}, true));
+  }
+  auto fmaxb = [&](const std::vector<Tensor>& v) { return max_pool2d_backward(v[0], idx, Shape{2, 2, 7, 7}); };
+  EXPECT_GRADCHECK(fmaxb, (std::vector<Tensor>{rnd64(idx.shape(), 6)}));
+  Tensor gy = rnd64({2, 2, 4, 4}, 5);
+  Shape xs{2, 2, 7, 7};
+  auto favgb = [&](const std::vector<Tensor>& v) {
+    return avg_pool2d_backward(v[0], xs, {3, 3}, {2, 2}, {1, 1}, true, false);
+  };
+  EXPECT_GRADCHECK(favgb, (std::vector<Tensor>{gy}));
+}
+
+TEST(Pool, ErrorsAreClear) {
+  Tensor x = zeros({2, 3, 8, 8});
+  EXPECT_THROW(max_pool2d(zeros({8, 8}), {2, 2}), Error);
+  EXPECT_THROW(max_pool2d(x, {2, 2}, {2, 2}, {2, 2}), Error);  // padding > kernel / 2
+  EXPECT_THROW(max_pool2d(x, {0, 2}), Error);
+  EXPECT_THROW(max_pool2d(x, {9, 9}), Error);  // larger than the input
+  EXPECT_THROW(avg_pool2d(x, {2, 2}, {0, 1}), Error);
+  EXPECT_THROW(max_pool2d(zeros({1, 1, 4, 4}, dtype(DType::Int64)), {2, 2}), Error);
+  try {
+    adaptive_avg_pool2d(zeros({1, 1, 7, 7}), {3, 3});
+    ADD_FAILURE() << "uneven adaptive pool should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("divide"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
