@@ -478,24 +478,14 @@ Tensors conv2d_bwd_weight_back(const BackwardCtx& c, TensorSpan gg) {
   return out;
 }
 
-OpDef extern_def(OpId id, InferFn infer, KernelFn kernel, BackwardFn back) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[static_cast<int>(DeviceType::CPU)] = kernel;
-  d.backward = back;
-  d.save = kSaveInputs;
-  return d;
-}
-
 }  // namespace
 
 void register_conv_ops() {
-  define_op(extern_def(OpId::conv2d, conv2d_infer, conv2d_kernel, conv2d_back));
-  define_op(extern_def(OpId::conv2d_backward_input, conv2d_bwd_input_infer, conv2d_bwd_input_kernel,
-                       conv2d_bwd_input_back));
-  define_op(extern_def(OpId::conv2d_backward_weight, conv2d_bwd_weight_infer, conv2d_bwd_weight_kernel,
-                       conv2d_bwd_weight_back));
+  define_op(kernel_op(OpId::conv2d, conv2d_infer, conv2d_kernel, conv2d_back, kSaveInputs));
+  define_op(kernel_op(OpId::conv2d_backward_input, conv2d_bwd_input_infer, conv2d_bwd_input_kernel,
+                      conv2d_bwd_input_back, kSaveInputs));
+  define_op(kernel_op(OpId::conv2d_backward_weight, conv2d_bwd_weight_infer, conv2d_bwd_weight_kernel,
+                      conv2d_bwd_weight_back, kSaveInputs));
 }
 
 // ---- public functions ----

@@ -19,7 +19,6 @@
 namespace kiln {
 namespace {
 
-constexpr int kCPU = static_cast<int>(DeviceType::CPU);
 // Elements per parallel task of a random kernel (a multiple of 4: one
 // Philox call gives four 32-bit words).
 constexpr int64_t kRandomGrain = 1 << 14;
@@ -324,27 +323,16 @@ Tensors dropout_back(const BackwardCtx& c, TensorSpan g) {
   return {mul(mul(g[0], mask), scale)};
 }
 
-OpDef kernel_def(OpId id, InferFn infer, KernelFn k) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[kCPU] = k;
-  d.save = kSaveNone;
-  return d;
-}
-
 }  // namespace
 
 void register_factory_ops() {
-  define_op(kernel_def(OpId::full, factory_infer, full_kernel));
-  define_op(kernel_def(OpId::arange, arange_infer, arange_kernel));
-  define_op(kernel_def(OpId::rand, float_random_infer, rand_kernel));
-  define_op(kernel_def(OpId::randn, float_random_infer, randn_kernel));
-  define_op(kernel_def(OpId::randint, randint_infer, randint_kernel));
-  define_op(kernel_def(OpId::bernoulli, bernoulli_infer, bernoulli_kernel));
-  OpDef d = kernel_def(OpId::dropout, dropout_infer, dropout_kernel);
-  d.backward = dropout_back;
-  d.save = kSaveOutputs;
+  define_op(kernel_op(OpId::full, factory_infer, full_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::arange, arange_infer, arange_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::rand, float_random_infer, rand_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::randn, float_random_infer, randn_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::randint, randint_infer, randint_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::bernoulli, bernoulli_infer, bernoulli_kernel, nullptr, kSaveNone));
+  OpDef d = kernel_op(OpId::dropout, dropout_infer, dropout_kernel, dropout_back, kSaveOutputs);
   d.num_outputs = 2;
   d.num_differentiable_outputs = 1;
   define_op(d);

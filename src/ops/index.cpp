@@ -13,8 +13,6 @@
 namespace kiln {
 namespace {
 
-constexpr int kCPU = static_cast<int>(DeviceType::CPU);
-
 // ---- cat ----
 // PyTorch (still in 1.13) skips 1-D empty tensors of shape [0] in cat.
 bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.shape()[0] == 0; }
@@ -357,29 +355,16 @@ void one_hot_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   for (int64_t i = 0; i < x.numel(); ++i) op[i * c + xp[i]] = 1;
 }
 
-OpDef kernel_def(OpId id, InferFn infer, KernelFn k, BackwardFn b, uint8_t save) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[kCPU] = k;
-  d.backward = b;
-  d.save = save;
-  return d;
-}
-
 }  // namespace
 
 void register_index_ops() {
-  define_op(kernel_def(OpId::cat, cat_infer, cat_kernel, cat_back, kSaveNone));
-  OpDef st;
-  st.id = OpId::stack;
-  st.decompose = stack_dec;
-  define_op(st);
-  define_op(kernel_def(OpId::index_select, index_select_infer, index_select_kernel, index_select_back, kSaveInputs));
-  define_op(kernel_def(OpId::index_add, index_add_infer, index_add_kernel, index_add_back, kSaveInputs));
-  define_op(kernel_def(OpId::gather, gather_infer, gather_kernel, gather_back, kSaveInputs));
-  define_op(kernel_def(OpId::scatter_add, scatter_add_infer, scatter_add_kernel, scatter_add_back, kSaveInputs));
-  define_op(kernel_def(OpId::one_hot, one_hot_infer, one_hot_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::cat, cat_infer, cat_kernel, cat_back, kSaveNone));
+  define_op(composite_op(OpId::stack, stack_dec));
+  define_op(kernel_op(OpId::index_select, index_select_infer, index_select_kernel, index_select_back, kSaveInputs));
+  define_op(kernel_op(OpId::index_add, index_add_infer, index_add_kernel, index_add_back, kSaveInputs));
+  define_op(kernel_op(OpId::gather, gather_infer, gather_kernel, gather_back, kSaveInputs));
+  define_op(kernel_op(OpId::scatter_add, scatter_add_infer, scatter_add_kernel, scatter_add_back, kSaveInputs));
+  define_op(kernel_op(OpId::one_hot, one_hot_infer, one_hot_kernel, nullptr, kSaveNone));
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {

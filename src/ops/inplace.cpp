@@ -269,25 +269,16 @@ void lerp_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   });
 }
 
-OpDef inplace_def(OpId id, InferFn infer, KernelFn kernel) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[static_cast<int>(DeviceType::CPU)] = kernel;
-  d.save = kSaveNone;
-  return d;
-}
-
 }  // namespace
 
 void register_inplace_ops() {
-  define_op(inplace_def(OpId::fill_, fill_infer, fill_kernel));
-  define_op(inplace_def(OpId::copy_, copy_infer, copy_kernel));
-  define_op(inplace_def(OpId::add_, add_infer, add_kernel));
-  define_op(inplace_def(OpId::mul_, mul_infer, mul_kernel));
-  define_op(inplace_def(OpId::addcmul_, addc_infer<false>, addc_kernel<false>));
-  define_op(inplace_def(OpId::addcdiv_, addc_infer<true>, addc_kernel<true>));
-  define_op(inplace_def(OpId::lerp_, lerp_infer, lerp_kernel));
+  define_op(kernel_op(OpId::fill_, fill_infer, fill_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::copy_, copy_infer, copy_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::add_, add_infer, add_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::mul_, mul_infer, mul_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::addcmul_, addc_infer<false>, addc_kernel<false>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::addcdiv_, addc_infer<true>, addc_kernel<true>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::lerp_, lerp_infer, lerp_kernel, nullptr, kSaveNone));
 }
 
 // ---- public functions ----

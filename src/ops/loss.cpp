@@ -13,8 +13,6 @@
 namespace kiln {
 namespace {
 
-constexpr int kCPU = static_cast<int>(DeviceType::CPU);
-
 int reduction_code(const std::string& r, const char* op) {
   if (r == "none") return 0;
   if (r == "mean") return 1;
@@ -184,25 +182,12 @@ Tensors cross_entropy_dec(TensorSpan in, const Attrs& a) {
   return {add(mul(nll, 1.0 - eps), mul(ret, eps / C))};
 }
 
-OpDef kernel_def(OpId id, InferFn infer, KernelFn k, BackwardFn b, uint8_t save) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[kCPU] = k;
-  d.backward = b;
-  d.save = save;
-  return d;
-}
-
 }  // namespace
 
 void register_loss_ops() {
-  define_op(kernel_def(OpId::nll_loss, nll_infer, nll_kernel, nll_back, kSaveInputs));
-  define_op(kernel_def(OpId::nll_loss_backward, nll_backward_infer, nll_backward_kernel, nullptr, kSaveNone));
-  OpDef ce;
-  ce.id = OpId::cross_entropy;
-  ce.decompose = cross_entropy_dec;
-  define_op(ce);
+  define_op(kernel_op(OpId::nll_loss, nll_infer, nll_kernel, nll_back, kSaveInputs));
+  define_op(kernel_op(OpId::nll_loss_backward, nll_backward_infer, nll_backward_kernel, nullptr, kSaveNone));
+  define_op(composite_op(OpId::cross_entropy, cross_entropy_dec));
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction, int64_t ignore_index) {

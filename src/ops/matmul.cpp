@@ -254,21 +254,9 @@ Tensors linear_dec(TensorSpan in, const Attrs&) {
 }  // namespace
 
 void register_matmul_ops() {
-  OpDef mm;
-  mm.id = OpId::matmul;
-  mm.infer = matmul_infer;
-  mm.kernels[static_cast<int>(DeviceType::CPU)] = matmul_kernel;
-  mm.backward = matmul_back;
-  mm.save = kSaveInputs;
-  define_op(mm);
-  OpDef am;
-  am.id = OpId::addmm;
-  am.decompose = addmm_dec;
-  define_op(am);
-  OpDef li;
-  li.id = OpId::linear;
-  li.decompose = linear_dec;
-  define_op(li);
+  define_op(kernel_op(OpId::matmul, matmul_infer, matmul_kernel, matmul_back, kSaveInputs));
+  define_op(composite_op(OpId::addmm, addmm_dec));
+  define_op(composite_op(OpId::linear, linear_dec));
 }
 
 // ---- public functions ----

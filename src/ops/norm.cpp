@@ -290,19 +290,11 @@ void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }  // namespace
 
 void register_norm_ops() {
-  OpDef bn;
-  bn.id = OpId::batch_norm;
-  bn.infer = bn_infer;
-  bn.kernels[static_cast<int>(DeviceType::CPU)] = bn_kernel;
-  bn.backward = bn_back;
-  bn.save = kSaveBoth;
+  OpDef bn = kernel_op(OpId::batch_norm, bn_infer, bn_kernel, bn_back, kSaveBoth);
   bn.num_outputs = 3;
   bn.num_differentiable_outputs = 1;
   define_op(bn);
-  OpDef bb;
-  bb.id = OpId::batch_norm_backward;
-  bb.infer = bn_bwd_infer;
-  bb.kernels[static_cast<int>(DeviceType::CPU)] = bn_bwd_kernel;
+  OpDef bb = kernel_op(OpId::batch_norm_backward, bn_bwd_infer, bn_bwd_kernel);
   bb.num_outputs = 3;
   bb.num_differentiable_outputs = 0;  // no double backward through batch norm yet
   define_op(bb);

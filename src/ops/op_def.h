@@ -78,6 +78,36 @@ struct OpDef {
   int num_differentiable_outputs = 1;
 };
 
+// Builders for the common shapes of definition (family files tweak the
+// result for extra outputs etc.).
+// An op with its own infer function and CPU kernel.
+inline OpDef kernel_op(OpId id, InferFn infer, KernelFn cpu, BackwardFn backward = nullptr,
+                       uint8_t save = kSaveBoth) {
+  OpDef d;
+  d.id = id;
+  d.infer = infer;
+  d.kernels[static_cast<int>(DeviceType::CPU)] = cpu;
+  d.backward = backward;
+  d.save = save;
+  return d;
+}
+// A view op (saves nothing: its derivative reads only metas and attrs).
+inline OpDef view_op(OpId id, ViewFn view, BackwardFn backward) {
+  OpDef d;
+  d.id = id;
+  d.view = view;
+  d.backward = backward;
+  d.save = kSaveNone;
+  return d;
+}
+// An op expressed with other ops (differentiated through them).
+inline OpDef composite_op(OpId id, DecomposeFn decompose) {
+  OpDef d;
+  d.id = id;
+  d.decompose = decompose;
+  return d;
+}
+
 // Registers the definition for def.id (each family file does this for its
 // ops in its register_*_ops function).
 void define_op(const OpDef& def);

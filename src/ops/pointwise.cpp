@@ -634,65 +634,55 @@ Tensors cast_back(const BackwardCtx& c, TensorSpan g) {
 // Registration
 // ---------------------------------------------------------------------------
 
-OpDef pointwise_def(OpId id, InferFn infer, KernelFn kernel, BackwardFn backward, uint8_t save) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[static_cast<int>(DeviceType::CPU)] = kernel;
-  d.backward = backward;
-  d.save = save;
-  return d;
-}
-
 }  // namespace
 
 void register_pointwise_ops() {
   check_cpu_supported();
   using enum Dtypes;
-  define_op(pointwise_def(OpId::add, arith_infer<OpId::add>, binary_kernel<BinaryF32::Add, All>, add_back, kSaveNone));
-  define_op(pointwise_def(OpId::sub, arith_infer<OpId::sub>, binary_kernel<BinaryF32::Sub, All>, sub_back, kSaveNone));
+  define_op(kernel_op(OpId::add, arith_infer<OpId::add>, binary_kernel<BinaryF32::Add, All>, add_back, kSaveNone));
+  define_op(kernel_op(OpId::sub, arith_infer<OpId::sub>, binary_kernel<BinaryF32::Sub, All>, sub_back, kSaveNone));
   define_op(
-      pointwise_def(OpId::mul, arith_infer<OpId::mul>, binary_kernel<BinaryF32::Mul, All>, mul_back, kSaveInputs));
-  define_op(pointwise_def(OpId::div, arith_infer<OpId::div>, binary_kernel<BinaryF32::Div, FloatOnly>, div_back,
-                          kSaveInputs));
-  define_op(pointwise_def(OpId::pow, arith_infer<OpId::pow>, binary_kernel<BinaryF32::Pow, All>, pow_back, kSaveBoth));
-  define_op(pointwise_def(OpId::maximum, arith_infer<OpId::maximum>, binary_kernel<BinaryF32::Maximum, All>,
-                          maxmin_back<true>, kSaveInputs));
-  define_op(pointwise_def(OpId::minimum, arith_infer<OpId::minimum>, binary_kernel<BinaryF32::Minimum, All>,
-                          maxmin_back<false>, kSaveInputs));
-  define_op(pointwise_def(OpId::neg, same_unary_infer<OpId::neg>, unary_kernel<UnaryF32::Neg, All>, neg_back,
-                          kSaveNone));
-  define_op(pointwise_def(OpId::exp, float_unary_infer<OpId::exp>, unary_kernel<UnaryF32::Exp, FloatOnly>, exp_back,
-                          kSaveOutputs));
-  define_op(pointwise_def(OpId::log, float_unary_infer<OpId::log>, unary_kernel<UnaryF32::Log, FloatOnly>, log_back,
-                          kSaveInputs));
-  define_op(pointwise_def(OpId::sqrt, float_unary_infer<OpId::sqrt>, unary_kernel<UnaryF32::Sqrt, FloatOnly>,
-                          sqrt_back, kSaveOutputs));
-  define_op(pointwise_def(OpId::rsqrt, float_unary_infer<OpId::rsqrt>, unary_kernel<UnaryF32::Rsqrt, FloatOnly>,
-                          rsqrt_back, kSaveOutputs));
-  define_op(pointwise_def(OpId::abs, same_unary_infer<OpId::abs>, unary_kernel<UnaryF32::Abs, All>, abs_back,
-                          kSaveInputs));
-  define_op(pointwise_def(OpId::sign, same_unary_infer<OpId::sign>, unary_kernel<UnaryF32::Sign, All>, no_grad_back,
-                          kSaveNone));
-  define_op(pointwise_def(OpId::relu, same_unary_infer<OpId::relu>, unary_kernel<UnaryF32::Relu, All>, relu_back,
-                          kSaveOutputs));
-  define_op(pointwise_def(OpId::gelu, gelu_infer, gelu_kernel, gelu_back, kSaveInputs));
-  define_op(pointwise_def(OpId::gelu_backward, gelu_backward_infer, gelu_backward_kernel, gelu_backward_back,
-                          kSaveInputs));
-  define_op(pointwise_def(OpId::sigmoid, float_unary_infer<OpId::sigmoid>, unary_kernel<UnaryF32::Sigmoid, FloatOnly>,
-                          sigmoid_back, kSaveOutputs));
-  define_op(pointwise_def(OpId::tanh, float_unary_infer<OpId::tanh>, unary_kernel<UnaryF32::Tanh, FloatOnly>,
-                          tanh_back, kSaveOutputs));
-  define_op(pointwise_def(OpId::clamp, clamp_infer, clamp_kernel, clamp_back, kSaveInputs));
-  define_op(pointwise_def(OpId::where, where_infer, where_kernel, where_back, kSaveInputs));
-  define_op(pointwise_def(OpId::eq, compare_infer, compare_kernel<CompareF32::Eq>, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::ne, compare_infer, compare_kernel<CompareF32::Ne>, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::lt, compare_infer, compare_kernel<CompareF32::Lt>, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::le, compare_infer, compare_kernel<CompareF32::Le>, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::gt, compare_infer, compare_kernel<CompareF32::Gt>, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::ge, compare_infer, compare_kernel<CompareF32::Ge>, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::logical_not, logical_not_infer, logical_not_kernel, nullptr, kSaveNone));
-  define_op(pointwise_def(OpId::cast, cast_infer, cast_kernel, cast_back, kSaveNone));
+      kernel_op(OpId::mul, arith_infer<OpId::mul>, binary_kernel<BinaryF32::Mul, All>, mul_back, kSaveInputs));
+  define_op(kernel_op(OpId::div, arith_infer<OpId::div>, binary_kernel<BinaryF32::Div, FloatOnly>, div_back,
+                      kSaveInputs));
+  define_op(kernel_op(OpId::pow, arith_infer<OpId::pow>, binary_kernel<BinaryF32::Pow, All>, pow_back, kSaveBoth));
+  define_op(kernel_op(OpId::maximum, arith_infer<OpId::maximum>, binary_kernel<BinaryF32::Maximum, All>,
+                      maxmin_back<true>, kSaveInputs));
+  define_op(kernel_op(OpId::minimum, arith_infer<OpId::minimum>, binary_kernel<BinaryF32::Minimum, All>,
+                      maxmin_back<false>, kSaveInputs));
+  define_op(kernel_op(OpId::neg, same_unary_infer<OpId::neg>, unary_kernel<UnaryF32::Neg, All>, neg_back,
+                      kSaveNone));
+  define_op(kernel_op(OpId::exp, float_unary_infer<OpId::exp>, unary_kernel<UnaryF32::Exp, FloatOnly>, exp_back,
+                      kSaveOutputs));
+  define_op(kernel_op(OpId::log, float_unary_infer<OpId::log>, unary_kernel<UnaryF32::Log, FloatOnly>, log_back,
+                      kSaveInputs));
+  define_op(kernel_op(OpId::sqrt, float_unary_infer<OpId::sqrt>, unary_kernel<UnaryF32::Sqrt, FloatOnly>,
+                      sqrt_back, kSaveOutputs));
+  define_op(kernel_op(OpId::rsqrt, float_unary_infer<OpId::rsqrt>, unary_kernel<UnaryF32::Rsqrt, FloatOnly>,
+                      rsqrt_back, kSaveOutputs));
+  define_op(kernel_op(OpId::abs, same_unary_infer<OpId::abs>, unary_kernel<UnaryF32::Abs, All>, abs_back,
+                      kSaveInputs));
+  define_op(kernel_op(OpId::sign, same_unary_infer<OpId::sign>, unary_kernel<UnaryF32::Sign, All>, no_grad_back,
+                      kSaveNone));
+  define_op(kernel_op(OpId::relu, same_unary_infer<OpId::relu>, unary_kernel<UnaryF32::Relu, All>, relu_back,
+                      kSaveOutputs));
+  define_op(kernel_op(OpId::gelu, gelu_infer, gelu_kernel, gelu_back, kSaveInputs));
+  define_op(kernel_op(OpId::gelu_backward, gelu_backward_infer, gelu_backward_kernel, gelu_backward_back,
+                      kSaveInputs));
+  define_op(kernel_op(OpId::sigmoid, float_unary_infer<OpId::sigmoid>, unary_kernel<UnaryF32::Sigmoid, FloatOnly>,
+                      sigmoid_back, kSaveOutputs));
+  define_op(kernel_op(OpId::tanh, float_unary_infer<OpId::tanh>, unary_kernel<UnaryF32::Tanh, FloatOnly>,
+                      tanh_back, kSaveOutputs));
+  define_op(kernel_op(OpId::clamp, clamp_infer, clamp_kernel, clamp_back, kSaveInputs));
+  define_op(kernel_op(OpId::where, where_infer, where_kernel, where_back, kSaveInputs));
+  define_op(kernel_op(OpId::eq, compare_infer, compare_kernel<CompareF32::Eq>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::ne, compare_infer, compare_kernel<CompareF32::Ne>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::lt, compare_infer, compare_kernel<CompareF32::Lt>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::le, compare_infer, compare_kernel<CompareF32::Le>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::gt, compare_infer, compare_kernel<CompareF32::Gt>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::ge, compare_infer, compare_kernel<CompareF32::Ge>, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::logical_not, logical_not_infer, logical_not_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::cast, cast_infer, cast_kernel, cast_back, kSaveNone));
 }
 
 // ---- public functions ----

@@ -370,16 +370,6 @@ Tensors adaptive_max_dec(TensorSpan in, const Attrs& a) {
   return {max_pool2d(x, {kh, kw}, {kh, kw}, {0, 0}, {1, 1}, false)};
 }
 
-OpDef kernel_def(OpId id, InferFn infer, KernelFn kernel, BackwardFn back, uint8_t save) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[static_cast<int>(DeviceType::CPU)] = kernel;
-  d.backward = back;
-  d.save = save;
-  return d;
-}
-
 // Pools accept 3-D [C, H, W] like PyTorch: run batched, drop the batch dim.
 bool unbatched(const Tensor& x, const char* op) {
   KILN_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), op, ": input must be 3-D [C, H, W] or 4-D [N, C, H, W], got ",
@@ -390,23 +380,17 @@ bool unbatched(const Tensor& x, const char* op) {
 }  // namespace
 
 void register_pool_ops() {
-  OpDef mp = kernel_def(OpId::max_pool2d, max_pool_infer, max_pool_kernel, max_pool_back, kSaveOutputs);
+  OpDef mp = kernel_op(OpId::max_pool2d, max_pool_infer, max_pool_kernel, max_pool_back, kSaveOutputs);
   mp.num_outputs = 2;
   mp.num_differentiable_outputs = 1;
   define_op(mp);
-  define_op(kernel_def(OpId::max_pool2d_backward, max_pool_bwd_infer, max_pool_bwd_kernel, max_pool_bwd_back,
-                       kSaveInputs));
-  define_op(kernel_def(OpId::avg_pool2d, avg_pool_infer, avg_pool_kernel, avg_pool_back, kSaveNone));
-  define_op(kernel_def(OpId::avg_pool2d_backward, avg_pool_bwd_infer, avg_pool_bwd_kernel, avg_pool_bwd_back,
-                       kSaveNone));
-  OpDef aa;
-  aa.id = OpId::adaptive_avg_pool2d;
-  aa.decompose = adaptive_avg_dec;
-  define_op(aa);
-  OpDef am;
-  am.id = OpId::adaptive_max_pool2d;
-  am.decompose = adaptive_max_dec;
-  define_op(am);
+  define_op(kernel_op(OpId::max_pool2d_backward, max_pool_bwd_infer, max_pool_bwd_kernel, max_pool_bwd_back,
+                      kSaveInputs));
+  define_op(kernel_op(OpId::avg_pool2d, avg_pool_infer, avg_pool_kernel, avg_pool_back, kSaveNone));
+  define_op(kernel_op(OpId::avg_pool2d_backward, avg_pool_bwd_infer, avg_pool_bwd_kernel, avg_pool_bwd_back,
+                      kSaveNone));
+  define_op(composite_op(OpId::adaptive_avg_pool2d, adaptive_avg_dec));
+  define_op(composite_op(OpId::adaptive_max_pool2d, adaptive_max_dec));
 }
 
 // ---- public functions ----

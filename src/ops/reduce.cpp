@@ -17,8 +17,6 @@
 namespace kiln {
 namespace {
 
-constexpr int kCPU = static_cast<int>(DeviceType::CPU);
-
 std::vector<int64_t> reduce_dims(const Attrs& a, int64_t ndim, const char* op) {
   return wrap_dims(a.ints("dims"), ndim, op);
 }
@@ -387,31 +385,21 @@ void softmax_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& 
   });
 }
 
-OpDef kernel_def(OpId id, InferFn infer, KernelFn k, BackwardFn b, uint8_t save) {
-  OpDef d;
-  d.id = id;
-  d.infer = infer;
-  d.kernels[kCPU] = k;
-  d.backward = b;
-  d.save = save;
-  return d;
-}
-
 }  // namespace
 
 void register_reduce_ops() {
-  define_op(kernel_def(OpId::sum, sum_infer, sum_kernel, sum_back, kSaveNone));
-  define_op(kernel_def(OpId::mean, mean_infer, mean_kernel, mean_back, kSaveNone));
-  define_op(kernel_def(OpId::amax, amax_infer, amax_kernel, extreme_back, kSaveBoth));
-  define_op(kernel_def(OpId::amin, amin_infer, amin_kernel, extreme_back, kSaveBoth));
-  define_op(kernel_def(OpId::argmax, argmax_infer, argmax_kernel, nullptr, kSaveNone));
-  define_op(kernel_def(OpId::var, var_infer, var_kernel, var_back, kSaveInputs));
-  define_op(kernel_def(OpId::softmax, softmax_infer, softmax_kernel<false>, softmax_back, kSaveOutputs));
-  define_op(kernel_def(OpId::log_softmax, log_softmax_infer, softmax_kernel<true>, log_softmax_back, kSaveOutputs));
-  define_op(kernel_def(OpId::softmax_backward, softmax_backward_infer, softmax_backward_kernel<false>, nullptr,
-                       kSaveNone));
-  define_op(kernel_def(OpId::log_softmax_backward, softmax_backward_infer, softmax_backward_kernel<true>, nullptr,
-                       kSaveNone));
+  define_op(kernel_op(OpId::sum, sum_infer, sum_kernel, sum_back, kSaveNone));
+  define_op(kernel_op(OpId::mean, mean_infer, mean_kernel, mean_back, kSaveNone));
+  define_op(kernel_op(OpId::amax, amax_infer, amax_kernel, extreme_back, kSaveBoth));
+  define_op(kernel_op(OpId::amin, amin_infer, amin_kernel, extreme_back, kSaveBoth));
+  define_op(kernel_op(OpId::argmax, argmax_infer, argmax_kernel, nullptr, kSaveNone));
+  define_op(kernel_op(OpId::var, var_infer, var_kernel, var_back, kSaveInputs));
+  define_op(kernel_op(OpId::softmax, softmax_infer, softmax_kernel<false>, softmax_back, kSaveOutputs));
+  define_op(kernel_op(OpId::log_softmax, log_softmax_infer, softmax_kernel<true>, log_softmax_back, kSaveOutputs));
+  define_op(kernel_op(OpId::softmax_backward, softmax_backward_infer, softmax_backward_kernel<false>, nullptr,
+                      kSaveNone));
+  define_op(kernel_op(OpId::log_softmax_backward, softmax_backward_infer, softmax_backward_kernel<true>, nullptr,
+                      kSaveNone));
 }
 
 // ---- public functions ----

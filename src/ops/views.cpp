@@ -292,50 +292,24 @@ Tensors slice_backward_back(const BackwardCtx& c, TensorSpan g) {
   return {g[0].slice(c.attrs.i("dim"), c.attrs.i("start"), c.attrs.i("end"), c.attrs.i("step"))};
 }
 
-OpDef view_def(OpId id, ViewFn v, BackwardFn b) {
-  OpDef d;
-  d.id = id;
-  d.view = v;
-  d.backward = b;
-  d.save = kSaveNone;
-  return d;
-}
-OpDef composite_def(OpId id, DecomposeFn f) {
-  OpDef d;
-  d.id = id;
-  d.decompose = f;
-  return d;
-}
-
 }  // namespace
 
 void register_view_ops() {
-  define_op(view_def(OpId::view, view_fn, reshape_back));
-  define_op(view_def(OpId::permute, permute_fn, permute_back));
-  define_op(view_def(OpId::slice, slice_fn, slice_back));
-  define_op(view_def(OpId::select, select_fn, select_back));
-  define_op(view_def(OpId::expand, expand_fn, expand_back));
-  define_op(view_def(OpId::squeeze, squeeze_fn, reshape_back));
-  define_op(view_def(OpId::unsqueeze, unsqueeze_fn, reshape_back));
-  define_op(view_def(OpId::as_strided, as_strided_fn, as_strided_back));
-  define_op(composite_def(OpId::reshape, reshape_dec));
-  define_op(composite_def(OpId::flatten, flatten_dec));
-  define_op(composite_def(OpId::transpose, transpose_dec));
-  define_op(composite_def(OpId::contiguous, contiguous_dec));
-  OpDef copy;
-  copy.id = OpId::copy;
-  copy.infer = copy_infer;
-  copy.kernels[static_cast<int>(DeviceType::CPU)] = copy_kernel;
-  copy.backward = copy_back;
-  copy.save = kSaveNone;
-  define_op(copy);
-  OpDef sb;
-  sb.id = OpId::slice_backward;
-  sb.infer = slice_backward_infer;
-  sb.kernels[static_cast<int>(DeviceType::CPU)] = slice_backward_kernel;
-  sb.backward = slice_backward_back;
-  sb.save = kSaveNone;
-  define_op(sb);
+  define_op(view_op(OpId::view, view_fn, reshape_back));
+  define_op(view_op(OpId::permute, permute_fn, permute_back));
+  define_op(view_op(OpId::slice, slice_fn, slice_back));
+  define_op(view_op(OpId::select, select_fn, select_back));
+  define_op(view_op(OpId::expand, expand_fn, expand_back));
+  define_op(view_op(OpId::squeeze, squeeze_fn, reshape_back));
+  define_op(view_op(OpId::unsqueeze, unsqueeze_fn, reshape_back));
+  define_op(view_op(OpId::as_strided, as_strided_fn, as_strided_back));
+  define_op(composite_op(OpId::reshape, reshape_dec));
+  define_op(composite_op(OpId::flatten, flatten_dec));
+  define_op(composite_op(OpId::transpose, transpose_dec));
+  define_op(composite_op(OpId::contiguous, contiguous_dec));
+  define_op(kernel_op(OpId::copy, copy_infer, copy_kernel, copy_back, kSaveNone));
+  define_op(kernel_op(OpId::slice_backward, slice_backward_infer, slice_backward_kernel, slice_backward_back,
+                      kSaveNone));
 }
 
 // ---- public functions ----

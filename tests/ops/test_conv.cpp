@@ -12,12 +12,7 @@
 namespace kiln {
 namespace {
 
-using testing::Goldens;
-
-const Goldens& G() {
-  static Goldens g("nn");
-  return g;
-}
+using testing::randn_input;
 
 constexpr double kConvRtol = 1e-4, kConvAtol = 1e-4;
 
@@ -50,7 +45,7 @@ const std::vector<ConvCase>& cases() {
   return c;
 }
 
-Tensor gold(const std::string& c, const char* t) { return G()[c + "." + t]; }
+Tensor gold(const std::string& c, const char* t) { return testing::goldens("nn")[c + "." + t]; }
 
 TEST(Conv, GoldenForward) {
   for (const ConvCase& c : cases()) {
@@ -110,11 +105,6 @@ TEST(Conv, Float64ReferenceMatchesGoldens) {
   }
 }
 
-Tensor rnd64(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, dtype(DType::Float64), &gen).requires_grad_();
-}
-
 TEST(Conv, GradcheckFloat64) {
   struct Small {
     Shape x, w;
@@ -130,8 +120,8 @@ TEST(Conv, GradcheckFloat64) {
   uint64_t seed = 10;
   for (const Small& s : smalls) {
     SCOPED_TRACE(shape_str(s.x) + " * " + shape_str(s.w));
-    std::vector<Tensor> in{rnd64(s.x, seed++), rnd64(s.w, seed++)};
-    if (s.bias) in.push_back(rnd64({s.w[0]}, seed++));
+    std::vector<Tensor> in{randn_input(s.x, seed++), randn_input(s.w, seed++)};
+    if (s.bias) in.push_back(randn_input({s.w[0]}, seed++));
     Conv2dParams p = s.p;
     auto f = [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), p); };
     EXPECT_GRADCHECK(f, in);
@@ -142,7 +132,7 @@ TEST(Conv, GradcheckFloat64) {
 TEST(Conv, GradcheckBackwardOps) {
   Conv2dParams p = params({2, 1}, {1, 1}, {1, 1}, 1);
   Shape xs{1, 2, 5, 4}, ws{3, 2, 3, 3};
-  Tensor gy = rnd64({1, 3, 3, 4}, 1), w = rnd64(ws, 2), x = rnd64(xs, 3);
+  Tensor gy = randn_input({1, 3, 3, 4}, 1), w = randn_input(ws, 2), x = randn_input(xs, 3);
   auto fin = [&](const std::vector<Tensor>& v) { return conv2d_backward_input(v[0], v[1], xs, p); };
   EXPECT_GRADCHECK(fin, (std::vector<Tensor>{gy, w}));
   auto fw = [&](const std::vector<Tensor>& v) { return conv2d_backward_weight(v[0], v[1], ws, p); };

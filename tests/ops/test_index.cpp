@@ -7,11 +7,9 @@ namespace kiln {
 namespace {
 
 using testing::Goldens;
+using testing::randn_input;
 
-const Goldens& G() {
-  static Goldens g("index");
-  return g;
-}
+const Goldens& G() { return testing::goldens("index"); }
 
 TEST(Index, GoldenCatStack) {
   Tensor a = G()["a"], b = G()["b"], c = G()["c"];
@@ -43,13 +41,8 @@ TEST(Index, GoldenSelectGatherScatter) {
   EXPECT_TENSOR_CLOSE(index_select(x, 0, neg), x.slice(0, 4, 5), 0, 0);
 }
 
-Tensor rnd(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, dtype(DType::Float64), &gen).requires_grad_();
-}
-
 TEST(Index, Gradients) {
-  Tensor a = rnd({2, 3}, 1), b = rnd({4, 3}, 2), c = rnd({2, 5}, 3), x = rnd({4, 3, 2}, 4);
+  Tensor a = randn_input({2, 3}, 1), b = randn_input({4, 3}, 2), c = randn_input({2, 5}, 3), x = randn_input({4, 3, 2}, 4);
   auto f_cat0 = [](const std::vector<Tensor>& v) { return cat({v[0], v[1]}, 0); };
   EXPECT_GRADCHECK(f_cat0, (std::vector<Tensor>{a, b}));
   auto f_cat1 = [](const std::vector<Tensor>& v) { return cat({v[0], v[1].detach(), v[2]}, 1); };
@@ -62,14 +55,14 @@ TEST(Index, Gradients) {
     auto f_sel = [&](const std::vector<Tensor>& v) { return index_select(v[0], d, i); };
     EXPECT_GRADCHECK(f_sel, std::vector<Tensor>{x});
   }
-  Tensor src = rnd({4, 3, 2}, 5);
+  Tensor src = randn_input({4, 3, 2}, 5);
   auto f_iadd = [&](const std::vector<Tensor>& v) { return index_add(v[0], 0, idx, v[1]); };
   EXPECT_GRADCHECK(f_iadd, (std::vector<Tensor>{x, src}));
   Generator gen(6);
   Tensor gi = randint(0, 3, {4, 5, 2}, dtype(DType::Int64), &gen);
   auto f_gather = [&](const std::vector<Tensor>& v) { return gather(v[0], 1, gi); };
   EXPECT_GRADCHECK(f_gather, std::vector<Tensor>{x});
-  Tensor s2 = rnd({4, 5, 2}, 7);
+  Tensor s2 = randn_input({4, 5, 2}, 7);
   auto f_scatter = [&](const std::vector<Tensor>& v) { return scatter_add(v[0], 1, gi, v[1]); };
   EXPECT_GRADCHECK(f_scatter, (std::vector<Tensor>{x, s2}));
 }

@@ -18,18 +18,10 @@ Tensor vec(std::vector<float> v) {
   return from_vector(v, shape);
 }
 
-
-const Goldens& golden() {
-  static const Goldens g("inplace");
-  return g;
-}
+const Goldens& golden() { return testing::goldens("inplace"); }
 // A fresh copy of a golden input (in-place ops must not change the goldens);
 // "_T" names are the base of a transposed view, and stay non-contiguous.
-Tensor fresh(const std::string& name) {
-  Tensor t = golden()[name].clone();
-  if (name.size() > 2 && name.compare(name.size() - 2, 2, "_T") == 0) return t.t();
-  return t;
-}
+Tensor fresh(const std::string& name) { return testing::with_golden_layout(name, golden()[name].clone()); }
 
 class InplaceIsa : public ::testing::TestWithParam<CpuIsa> {
  protected:

@@ -10,10 +10,7 @@ namespace {
 
 using testing::Goldens;
 
-const Goldens& G() {
-  static Goldens g("loss");
-  return g;
-}
+const Goldens& G() { return testing::goldens("loss"); }
 
 Tensor weights_like(const Tensor& out) {
   // The generator weights the outputs with arange * 0.1 + 1 before backward.

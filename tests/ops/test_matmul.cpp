@@ -6,13 +6,9 @@
 namespace kiln {
 namespace {
 
-using testing::Goldens;
+using testing::randn_input;
 
-const Goldens& G() {
-  static Goldens g("nn");
-  return g;
-}
-Tensor gold(const std::string& c, const char* t) { return G()[c + "." + t]; }
+Tensor gold(const std::string& c, const char* t) { return testing::goldens("nn")[c + "." + t]; }
 
 // oneDNN's sgemm blocks the K loop differently from torch's; sums of up to
 // 128 products differ in the last bits.
@@ -105,11 +101,6 @@ TEST(Matmul, LinearAndAddmmGoldens) {
   EXPECT_TENSOR_CLOSE(m2.grad(), gold("addmm", "gm2"), kRtol, kAtol);
 }
 
-Tensor rnd64(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, dtype(DType::Float64), &gen).requires_grad_();
-}
-
 TEST(Matmul, GradcheckFloat64) {
   std::vector<std::pair<Shape, Shape>> shapes = {
       {{3, 4}, {4, 2}}, {{2, 3, 4}, {2, 4, 2}}, {{2, 3, 4}, {4, 2}}, {{3, 4}, {2, 4, 2}}, {{1, 3, 4}, {2, 4, 2}},
@@ -118,12 +109,12 @@ TEST(Matmul, GradcheckFloat64) {
   auto f = [](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); };
   for (const auto& [sa, sb] : shapes) {
     SCOPED_TRACE(shape_str(sa) + " @ " + shape_str(sb));
-    EXPECT_GRADCHECK(f, (std::vector<Tensor>{rnd64(sa, seed++), rnd64(sb, seed++)}));
+    EXPECT_GRADCHECK(f, (std::vector<Tensor>{randn_input(sa, seed++), randn_input(sb, seed++)}));
   }
   auto fl = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); };
-  EXPECT_GRADCHECK(fl, (std::vector<Tensor>{rnd64({2, 3, 4}, 50), rnd64({5, 4}, 51), rnd64({5}, 52)}));
+  EXPECT_GRADCHECK(fl, (std::vector<Tensor>{randn_input({2, 3, 4}, 50), randn_input({5, 4}, 51), randn_input({5}, 52)}));
   auto fa = [](const std::vector<Tensor>& v) { return addmm(v[0], v[1], v[2], 0.5, 2.0); };
-  EXPECT_GRADCHECK(fa, (std::vector<Tensor>{rnd64({3, 1}, 60), rnd64({3, 4}, 61), rnd64({4, 2}, 62)}));
+  EXPECT_GRADCHECK(fa, (std::vector<Tensor>{randn_input({3, 1}, 60), randn_input({3, 4}, 61), randn_input({4, 2}, 62)}));
 }
 
 TEST(Matmul, ErrorsAreClear) {

@@ -8,13 +8,7 @@
 namespace kiln {
 namespace {
 
-using testing::Goldens;
-
-const Goldens& G() {
-  static Goldens g("nn");
-  return g;
-}
-Tensor gold(const std::string& c, const char* t) { return G()[c + "." + t]; }
+Tensor gold(const std::string& c, const char* t) { return testing::goldens("nn")[c + "." + t]; }
 
 struct BnCase {
   const char* name;

@@ -25,17 +25,9 @@ Tensor vec(std::vector<float> v) {
   return from_vector(v, shape);
 }
 
-
-const Goldens& golden() {
-  static const Goldens g("pointwise");
-  return g;
-}
+const Goldens& golden() { return testing::goldens("pointwise"); }
 // A golden input; names ending in "_T" hold the base of a transposed view.
-Tensor input(const std::string& name) {
-  Tensor t = golden()[name];
-  if (name.size() > 2 && name.compare(name.size() - 2, 2, "_T") == 0) return t.t();
-  return t;
-}
+Tensor input(const std::string& name) { return testing::with_golden_layout(name, golden()[name]); }
 
 bool hardware_has_avx512() {
   try {

@@ -9,13 +9,9 @@
 namespace kiln {
 namespace {
 
-using testing::Goldens;
+using testing::randn_input;
 
-const Goldens& G() {
-  static Goldens g("nn");
-  return g;
-}
-Tensor gold(const std::string& c, const char* t) { return G()[c + "." + t]; }
+Tensor gold(const std::string& c, const char* t) { return testing::goldens("nn")[c + "." + t]; }
 
 struct MaxCase {
   const char* name;
@@ -125,13 +121,8 @@ TEST(Pool, MaxPropagatesNaN) {
   EXPECT_EQ(idx3.to_vector<int64_t>()[0], 5);
 }
 
-Tensor rnd64(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, dtype(DType::Float64), &gen).requires_grad_();
-}
-
 TEST(Pool, GradcheckFloat64) {
-  Tensor x = rnd64({2, 2, 7, 7}, 3);
+  Tensor x = randn_input({2, 2, 7, 7}, 3);
   auto fmax = [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); };
   EXPECT_GRADCHECK(fmax, (std::vector<Tensor>{x}));
   auto fmax2 = [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2, 2}); };
@@ -140,7 +131,7 @@ TEST(Pool, GradcheckFloat64) {
   EXPECT_GRADCHECK(favg, (std::vector<Tensor>{x}));
   auto favg2 = [](const std::vector<Tensor>& v) { return avg_pool2d(v[0], {2, 3}, {1, 2}, {1, 1}, false, true); };
   EXPECT_GRADCHECK(favg2, (std::vector<Tensor>{x}));
-  Tensor x8 = rnd64({1, 2, 4, 6}, 4);
+  Tensor x8 = randn_input({1, 2, 4, 6}, 4);
   auto fad = [](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {2, 3}); };
   EXPECT_GRADCHECK(fad, (std::vector<Tensor>{x8}));
   auto fam = [](const std::vector<Tensor>& v) { return adaptive_max_pool2d(v[0], {1, 1}); };
@@ -152,8 +143,8 @@ TEST(Pool, GradcheckFloat64) {
     idx = std::get<1>(max_pool2d_with_indices(x.detach(), {3, 3}, {2, 2}, {1, 1}, {1, 1}, true));
   }
   auto fmaxb = [&](const std::vector<Tensor>& v) { return max_pool2d_backward(v[0], idx, Shape{2, 2, 7, 7}); };
-  EXPECT_GRADCHECK(fmaxb, (std::vector<Tensor>{rnd64(idx.shape(), 6)}));
-  Tensor gy = rnd64({2, 2, 4, 4}, 5);
+  EXPECT_GRADCHECK(fmaxb, (std::vector<Tensor>{randn_input(idx.shape(), 6)}));
+  Tensor gy = randn_input({2, 2, 4, 4}, 5);
   Shape xs{2, 2, 7, 7};
   auto favgb = [&](const std::vector<Tensor>& v) {
     return avg_pool2d_backward(v[0], xs, {3, 3}, {2, 2}, {1, 1}, true, false);

@@ -12,6 +12,7 @@ namespace kiln {
 namespace {
 
 using testing::Goldens;
+using testing::randn_input;
 
 // GRAD_OK(({inputs...}), expression of v): gradcheck of v -> expression.
 #define GRAD_OK(inputs, ...)                                                              \
@@ -20,10 +21,7 @@ using testing::Goldens;
     EXPECT_GRADCHECK(f_, std::vector<Tensor> inputs);                                     \
   } while (0)
 
-const Goldens& G() {
-  static Goldens g("reduce");
-  return g;
-}
+const Goldens& G() { return testing::goldens("reduce"); }
 
 const std::map<std::string, std::vector<int64_t>> kDims = {{"all", {}},     {"d0", {0}},     {"d1", {1}},
                                                            {"d2", {2}},     {"dm1", {-1}},   {"d02", {0, 2}},
@@ -183,13 +181,8 @@ TEST(Reduce, SumTo) {
 }
 
 // ---- gradients (float64) ----
-Tensor rnd(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, dtype(DType::Float64), &gen).requires_grad_();
-}
-
 TEST(Reduce, GradSumMeanVar) {
-  Tensor x = rnd({3, 4, 5}, 1);
+  Tensor x = randn_input({3, 4, 5}, 1);
   for (const auto& [name, dims] : kDims) {
     for (bool keep : {false, true}) {
       SCOPED_TRACE(name + (keep ? "_k" : ""));
@@ -205,7 +198,7 @@ TEST(Reduce, GradSumMeanVar) {
 }
 
 TEST(Reduce, GradAmaxAmin) {
-  Tensor x = rnd({3, 4, 5}, 2);
+  Tensor x = randn_input({3, 4, 5}, 2);
   for (const auto& [name, dims] : kDims) {
     for (bool keep : {false, true}) {
       SCOPED_TRACE(name);
@@ -222,7 +215,7 @@ TEST(Reduce, AmaxGradSplitsTies) {
 }
 
 TEST(Reduce, GradSoftmax) {
-  Tensor x = rnd({3, 4, 5}, 3);
+  Tensor x = randn_input({3, 4, 5}, 3);
   for (int64_t d : {0, 1, 2, -1}) {
     SCOPED_TRACE(d);
     GRAD_OK(({x}), softmax(v[0], d));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -83,6 +84,18 @@ Tensor Goldens::operator[](const std::string& name) const {
   return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ (rtol " << rtol << ", atol "
                                        << atol << "); worst at flat index " << worst_i << ": " << a[worst_i]
                                        << " vs expected " << e[worst_i];
+}
+
+const Goldens& goldens(const std::string& family) {
+  static std::map<std::string, std::unique_ptr<Goldens>> loaded;
+  auto it = loaded.find(family);
+  if (it == loaded.end()) it = loaded.emplace(family, std::make_unique<Goldens>(family)).first;
+  return *it->second;
+}
+
+Tensor with_golden_layout(const std::string& name, Tensor t) {
+  if (name.size() > 2 && name.compare(name.size() - 2, 2, "_T") == 0) return t.t();
+  return t;
 }
 
 }  // namespace kiln::testing

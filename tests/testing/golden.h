@@ -23,6 +23,13 @@ class Goldens {
   std::map<std::string, Tensor> tensors_;
 };
 
+// The goldens of `family`, loaded on first use and kept for the whole run.
+const Goldens& goldens(const std::string& family);
+
+// Goldens whose name ends in "_T" hold a transposed layout: gives t.t() (a
+// non-contiguous view) for those and t itself otherwise.
+Tensor with_golden_layout(const std::string& name, Tensor t);
+
 // Checks same shape and dtype and |a - e| <= atol + rtol * |e| everywhere,
 // reporting the worst element.
 ::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,

@@ -17,6 +17,13 @@ using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
 ::testing::AssertionResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, double eps = 1e-6,
                                      double atol = 1e-5, double rtol = 1e-4);
 
+// A gradcheck input: float64 standard normal values of `shape` drawn from
+// Generator(seed), requiring grad.
+inline Tensor randn_input(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, dtype(DType::Float64), &gen).requires_grad_();
+}
+
 }  // namespace kiln::testing
 
 #define EXPECT_GRADCHECK(f, inputs, ...) EXPECT_TRUE(::kiln::testing::gradcheck((f), (inputs), ##__VA_ARGS__))

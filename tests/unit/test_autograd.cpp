@@ -7,31 +7,11 @@
 
 #include "autograd/node.h"
 #include "kiln/kiln.h"
+#include "testing/errors.h"
 #include "testing/gradcheck.h"
 
 namespace kiln {
 namespace {
-
-template <typename F>
-::testing::AssertionResult error_says(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-  } catch (const InternalError& e) {
-    return ::testing::AssertionFailure() << "threw InternalError instead of a user error: " << e.what();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const char* p : parts)
-      if (msg.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << "message lacks \"" << p << "\": " << msg;
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
-#define EXPECT_KILN_ERROR(stmt, ...)                                        \
-  do {                                                                      \
-    EXPECT_THROW((void)(stmt), ::kiln::Error);                              \
-    EXPECT_TRUE(error_says([&] { (void)(stmt); }, {__VA_ARGS__})) << #stmt; \
-  } while (0)
 
 Tensor leaf(std::vector<double> v, const Shape& shape) {
   Tensor t = from_vector(v, shape);
