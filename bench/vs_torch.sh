@@ -2,7 +2,7 @@
 # Side-by-side speed of kiln and PyTorch (Debian's python3-torch, run with
 # /usr/bin/python3) on the same cases, in the same run.
 #
-#   bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N]
+#   bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N] [--no-mmap]
 #
 # Builds kiln (./kiln build), installs python3-torch if missing (root: apt-get;
 # otherwise prints the command and exits 1), then for each case runs kiln and
@@ -10,6 +10,8 @@
 # Prints a table case | kiln ms | torch ms | speedup (= torch_ms / kiln_ms) and
 # the geometric mean of the speedups; --json prints one object per case with
 # the keys case, kiln_ms, torch_ms, speedup, then {"geomean_speedup": X}.
+# --no-mmap runs both sides with glibc's malloc kept off mmap (see
+# docs/benchmarks.md: fresh >32 MB buffers cost page faults on every call).
 # A case that fails on one side shows as an error (null in JSON), is left out
 # of the geomean, and makes the script exit 1. Bad arguments exit 2.
 # Environment: KILN_BUILD_DIR (as ./kiln), TORCH_PYTHON (default /usr/bin/python3).
@@ -19,23 +21,26 @@ PY="${TORCH_PYTHON:-/usr/bin/python3}"
 
 usage() {
   cat <<EOF
-usage: bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N]
+usage: bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N] [--no-mmap]
   --suite ops    op-level cases (docs/benchmarks.md lists them); 'train' is not available yet
   --json         one JSON object per case, then {"geomean_speedup": X}
   --threads N    threads on both sides (OMP_NUM_THREADS, torch.set_num_threads), default 2
   --cases a,b    only these cases (default: all of the suite)
   --reps N       timed repetitions per case on both sides (default: adapts to ~1.5 s per case)
+  --no-mmap      both sides with glibc malloc kept off mmap (MALLOC_MMAP_MAX_=0 ...), so big
+                 fresh buffers are reused instead of page-faulted in on every call
 EOF
 }
 
 die2() { echo "vs_torch.sh: $*" >&2; usage >&2; exit 2; }
 
-suite="" json=0 threads=2 cases="" reps=""
+suite="" json=0 threads=2 cases="" reps="" no_mmap=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --suite) [ $# -ge 2 ] || die2 "--suite needs a value"; suite="$2"; shift 2 ;;
     --suite=*) suite="${1#*=}"; shift ;;
     --json) json=1; shift ;;
+    --no-mmap) no_mmap=1; shift ;;
     --threads) [ $# -ge 2 ] || die2 "--threads needs a value"; threads="$2"; shift 2 ;;
     --threads=*) threads="${1#*=}"; shift ;;
     --cases) [ $# -ge 2 ] || die2 "--cases needs a value"; cases="$2"; shift 2 ;;
@@ -86,6 +91,10 @@ else
 fi
 
 export OMP_NUM_THREADS="$threads"
+if [ "$no_mmap" = 1 ]; then
+  # No mmap'd chunks, no trimming of the heap top: freed big buffers stay mapped for reuse.
+  export MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912
+fi
 common=(--json)
 [ -n "$reps" ] && common+=(--reps "$reps")
 
@@ -101,7 +110,7 @@ run_side() {  # run_side kiln|torch CASE
 }
 
 results=()
-[ "$json" = 1 ] || echo "vs_torch.sh --suite ops: $threads thread(s), float32, NCHW, eager; ms = median per iteration"
+[ "$json" = 1 ] || echo "vs_torch.sh --suite ops: $threads thread(s), float32, NCHW, eager$([ "$no_mmap" = 1 ] && echo ", glibc malloc without mmap"); ms = median per iteration"
 for c in "${selected[@]}"; do
   [ "$json" = 1 ] || echo "  running $c ..." >&2
   k="$(run_side kiln "$c")"

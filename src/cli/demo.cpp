@@ -29,7 +29,7 @@ Tensor kaiming_uniform(const Shape& shape, int64_t fan_in, Generator& gen) {
 }  // namespace
 
 int run_demo(int argc, char** argv) {
-  int steps = 60;
+  int steps = 150;
   int64_t batch = 64;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -64,7 +64,7 @@ int run_demo(int argc, char** argv) {
 
   std::printf("kiln demo: eager training of the tutorial CNN on synthetic 32x32 images (batch %lld, %d steps)\n",
               static_cast<long long>(batch), steps);
-  const double lr = 0.01, mom = 0.9;
+  const double lr = 0.02, mom = 0.9;
   double first_loss = 0, last_loss = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (int step = 1; step <= steps; ++step) {
