@@ -86,6 +86,7 @@ def make_cases(torch):
     return {
         "conv_resnet_block": lambda: conv((128, 64, 32, 32), (64, 64, 3, 3), True),
         "conv_airbench_256": lambda: conv((128, 256, 15, 15), (256, 256, 3, 3), True),
+        "conv_airbench_64_256": lambda: conv((128, 64, 15, 15), (256, 64, 3, 3), True),
         "conv_resnet_block_fwd": lambda: conv((128, 64, 32, 32), (64, 64, 3, 3), False),
         "conv_airbench_256_fwd": lambda: conv((128, 256, 15, 15), (256, 256, 3, 3), False),
         "matmul_1024": matmul_1024,
@@ -96,7 +97,7 @@ def make_cases(torch):
     }
 
 
-CASE_NAMES = ["conv_resnet_block", "conv_airbench_256", "conv_resnet_block_fwd", "conv_airbench_256_fwd",
+CASE_NAMES = ["conv_resnet_block", "conv_airbench_256", "conv_airbench_64_256", "conv_resnet_block_fwd", "conv_airbench_256_fwd",
               "matmul_1024", "linear_fc", "pointwise_chain", "maxpool_bn_relu", "softmax_xent"]
 
 

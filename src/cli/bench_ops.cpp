@@ -70,6 +70,8 @@ const std::vector<Case>& all_cases() {
        [](Generator& g) { return conv_case(g, {128, 64, 32, 32}, {64, 64, 3, 3}, true); }},
       {"conv_airbench_256", "conv2d fwd+bwd (input+weight grad, no bias) x[128,256,15,15] w[256,256,3,3] pad 1",
        [](Generator& g) { return conv_case(g, {128, 256, 15, 15}, {256, 256, 3, 3}, true); }},
+      {"conv_airbench_64_256", "conv2d fwd+bwd (input+weight grad, no bias) x[128,64,15,15] w[256,64,3,3] pad 1",
+       [](Generator& g) { return conv_case(g, {128, 64, 15, 15}, {256, 64, 3, 3}, true); }},
       {"conv_resnet_block_fwd", "conv2d forward x[128,64,32,32] w[64,64,3,3] pad 1",
        [](Generator& g) { return conv_case(g, {128, 64, 32, 32}, {64, 64, 3, 3}, false); }},
       {"conv_airbench_256_fwd", "conv2d forward x[128,256,15,15] w[256,256,3,3] pad 1",
