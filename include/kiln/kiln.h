@@ -8,3 +8,8 @@
 #include "kiln/shape.h"
 #include "kiln/storage.h"
 #include "kiln/tensor.h"
+#include "kiln/nn.h"
+#include "kiln/optim.h"
+#include "kiln/serialize.h"
+#include "kiln/data.h"
+#include "kiln/models.h"

@@ -1,0 +1,136 @@
+// Optimizers, learning-rate schedules and an EMA of weights, as in torch.optim.
+// Updates run in place under NoGradGuard on the parameters' own tensors.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/nn.h"
+
+namespace kiln::optim {
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  // Sets every parameter's grad to undefined (set_to_none).
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  const std::vector<Tensor>& params() const { return params_; }
+  // Per-parameter state ("momentum_buffer.3", "exp_avg.0", "step", ...) and
+  // hyper-parameters, for checkpoints; load checks names and shapes.
+  virtual nn::TensorDict state_dict() const = 0;
+  virtual void load_state_dict(const nn::TensorDict& state) = 0;
+
+ protected:
+  std::vector<Tensor> params_;
+  double lr_;
+};
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// torch.optim.SGD: d = g + wd*p; b = momentum*b + (1-dampening)*d (b = d at the
+// first step); d = nesterov ? d + momentum*b : b; p -= lr*d.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& o);
+  void step() override;
+  nn::TensorDict state_dict() const override;
+  void load_state_dict(const nn::TensorDict& state) override;
+  SGDOptions options;
+
+ private:
+  std::vector<Tensor> momentum_buffers_;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// torch.optim.AdamW (decoupled weight decay, bias-corrected moments).
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamWOptions& o);
+  void step() override;
+  nn::TensorDict state_dict() const override;
+  void load_state_dict(const nn::TensorDict& state) override;
+  AdamWOptions options;
+
+ private:
+  int64_t step_ = 0;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+};
+
+// Learning-rate schedules: lr(step) for a step counter that the trainer
+// advances once per optimizer step (per batch).
+class LRSchedule {
+ public:
+  virtual ~LRSchedule() = default;
+  virtual double lr_at(int64_t step) const = 0;
+  // Sets opt's lr for `step`.
+  void apply(Optimizer& opt, int64_t step) const { opt.set_lr(lr_at(step)); }
+};
+
+// lr * gamma^(step / step_size)
+class StepLR : public LRSchedule {
+ public:
+  StepLR(double base_lr, int64_t step_size, double gamma = 0.1) : base_(base_lr), size_(step_size), gamma_(gamma) {}
+  double lr_at(int64_t step) const override;
+
+ private:
+  double base_;
+  int64_t size_;
+  double gamma_;
+};
+
+// Linear warm-up from 0 over `warmup` steps, then cosine decay to min_lr at total_steps.
+class CosineLR : public LRSchedule {
+ public:
+  CosineLR(double base_lr, int64_t total_steps, int64_t warmup = 0, double min_lr = 0.0)
+      : base_(base_lr), total_(total_steps), warmup_(warmup), min_(min_lr) {}
+  double lr_at(int64_t step) const override;
+
+ private:
+  double base_;
+  int64_t total_, warmup_;
+  double min_;
+};
+
+// Piecewise-linear through (step, lr) knots (one-cycle, airbench's triangle, warm-up).
+class PiecewiseLinearLR : public LRSchedule {
+ public:
+  PiecewiseLinearLR(std::vector<int64_t> steps, std::vector<double> lrs);
+  double lr_at(int64_t step) const override;
+
+ private:
+  std::vector<int64_t> steps_;
+  std::vector<double> lrs_;
+};
+
+// Exponential moving average of a module's parameters and buffers:
+// ema = decay * ema + (1 - decay) * value, updated every `every` calls.
+class EMA {
+ public:
+  EMA(const nn::Module& model, double decay = 0.999);
+  void update(const nn::Module& model);
+  // Copies the averaged values into `model` (e.g. for evaluation).
+  void copy_to(nn::Module& model) const;
+  const nn::TensorDict& averaged() const { return shadow_; }
+
+ private:
+  double decay_;
+  nn::TensorDict shadow_;
+};
+
+}  // namespace kiln::optim
