@@ -3,18 +3,36 @@
 # /usr/bin/python3) on the same cases, in the same run.
 #
 #   bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N] [--no-mmap]
+#   bench/vs_torch.sh --suite train [--models tutorial,airbench[,resnet18]] [--width W]
+#                     [--epochs N] [--steps N] [--batch B] [--seed S] [--json] [--threads N] [--no-mmap]
 #
 # Builds kiln (./kiln build), installs python3-torch if missing (root: apt-get;
 # otherwise prints the command and exits 1), then for each case runs kiln and
 # then torch, so both sides share the machine's conditions of the moment.
-# Prints a table case | kiln ms | torch ms | speedup (= torch_ms / kiln_ms) and
-# the geometric mean of the speedups; --json prints one object per case with
+#
+# ops: prints a table case | kiln ms | torch ms | speedup (= torch_ms / kiln_ms)
+# and the geometric mean of the speedups; --json prints one object per case with
 # the keys case, kiln_ms, torch_ms, speedup, then {"geomean_speedup": X}.
+#
+# train: for each model, `kiln train` and bench/torch_train.py with the same
+# model, recipe (docs/training.md), batch, seed and thread count on CIFAR-10.
+# Without --epochs: a speed run, 1 epoch of --steps 20 (resnet18: 5) training
+# steps and as many test batches, at batch 128. Prints train and eval images/s
+# of both sides and the speedups (kiln img/s / torch img/s); with --epochs N
+# also both test accuracies (%) and their difference. --json: one object per
+# model with the keys case, kiln_train_img_s, torch_train_img_s, train_speedup,
+# kiln_eval_img_s, torch_eval_img_s, eval_speedup (and with --epochs
+# kiln_test_acc, torch_test_acc), then {"geomean_speedup": X} over all train
+# and eval speedups. CIFAR-10 is read from $KILN_DATA/cifar-10-batches-bin
+# (default ./data of the repo); when it is not there, it is imported first from
+# $KILN_CIFAR10_ARCHIVE (default ../shared/data/cifar10-jpeg.tar.zst).
+#
 # --no-mmap runs both sides with glibc's malloc kept off mmap (see
 # docs/benchmarks.md: fresh >32 MB buffers cost page faults on every call).
 # A case that fails on one side shows as an error (null in JSON), is left out
 # of the geomean, and makes the script exit 1. Bad arguments exit 2.
-# Environment: KILN_BUILD_DIR (as ./kiln), TORCH_PYTHON (default /usr/bin/python3).
+# Environment: KILN_BUILD_DIR (as ./kiln), TORCH_PYTHON (default /usr/bin/python3),
+# KILN_DATA, KILN_CIFAR10_ARCHIVE (train suite).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${TORCH_PYTHON:-/usr/bin/python3}"
@@ -22,44 +40,87 @@ PY="${TORCH_PYTHON:-/usr/bin/python3}"
 usage() {
   cat <<EOF
 usage: bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N] [--no-mmap]
-  --suite ops    op-level cases (docs/benchmarks.md lists them); 'train' is not available yet
-  --json         one JSON object per case, then {"geomean_speedup": X}
+       bench/vs_torch.sh --suite train [--models a,b] [--width W] [--epochs N] [--steps N] [--batch B]
+                         [--seed S] [--json] [--threads N] [--no-mmap]
+  --suite ops    op-level cases (docs/benchmarks.md lists them)
+  --suite train  training and evaluation of whole models on CIFAR-10 (docs/benchmarks.md)
+  --json         one JSON object per case (train: per model), then {"geomean_speedup": X}
   --threads N    threads on both sides (OMP_NUM_THREADS, torch.set_num_threads), default 2
-  --cases a,b    only these cases (default: all of the suite)
-  --reps N       timed repetitions per case on both sides (default: adapts to ~1.5 s per case)
   --no-mmap      both sides with glibc malloc kept off mmap (MALLOC_MMAP_MAX_=0 ...), so big
                  fresh buffers are reused instead of page-faulted in on every call
+ops only:
+  --cases a,b    only these cases (default: all of the suite)
+  --reps N       timed repetitions per case on both sides (default: adapts to ~1.5 s per case)
+train only:
+  --models a,b   from tutorial, airbench, resnet18 (default: tutorial,airbench)
+  --width W      airbench's width multiplier (default: kiln's default, 1)
+  --epochs N     N full epochs, and the test accuracies (default: a speed run, 1 epoch of --steps)
+  --steps N      training steps per epoch, and test batches (default without --epochs: 20,
+                 resnet18 5; with --epochs: whole epochs)
+  --batch B      training batch (default: 128 in a speed run, the model's recipe with --epochs)
+  --seed S       seed of both sides (default 0)
 EOF
 }
 
 die2() { echo "vs_torch.sh: $*" >&2; usage >&2; exit 2; }
 
 suite="" json=0 threads=2 cases="" reps="" no_mmap=0
+models="" width="" epochs="" steps="" batch="" seed=""
+ops_flag="" train_flag=""
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --suite) [ $# -ge 2 ] || die2 "--suite needs a value"; suite="$2"; shift 2 ;;
-    --suite=*) suite="${1#*=}"; shift ;;
-    --json) json=1; shift ;;
-    --no-mmap) no_mmap=1; shift ;;
-    --threads) [ $# -ge 2 ] || die2 "--threads needs a value"; threads="$2"; shift 2 ;;
-    --threads=*) threads="${1#*=}"; shift ;;
-    --cases) [ $# -ge 2 ] || die2 "--cases needs a value"; cases="$2"; shift 2 ;;
-    --cases=*) cases="${1#*=}"; shift ;;
-    --reps) [ $# -ge 2 ] || die2 "--reps needs a value"; reps="$2"; shift 2 ;;
-    --reps=*) reps="${1#*=}"; shift ;;
+  arg="$1" val=""
+  case "$arg" in
+    --*=*) val="${arg#*=}"; arg="${arg%%=*}"; shift ;;
+    --suite|--threads|--cases|--reps|--models|--width|--epochs|--steps|--batch|--seed)
+      [ $# -ge 2 ] || die2 "$arg needs a value"; val="$2"; shift 2 ;;
+    *) shift ;;
+  esac
+  case "$arg" in
+    --suite) suite="$val" ;;
+    --json) json=1 ;;
+    --no-mmap) no_mmap=1 ;;
+    --threads) threads="$val" ;;
+    --cases) cases="$val"; ops_flag="$arg" ;;
+    --reps) reps="$val"; ops_flag="$arg" ;;
+    --models) models="$val"; train_flag="$arg" ;;
+    --width) width="$val"; train_flag="$arg" ;;
+    --epochs) epochs="$val"; train_flag="$arg" ;;
+    --steps) steps="$val"; train_flag="$arg" ;;
+    --batch) batch="$val"; train_flag="$arg" ;;
+    --seed) seed="$val"; train_flag="$arg" ;;
     -h|--help) usage; exit 0 ;;
-    *) die2 "unknown argument '$1'" ;;
+    *) die2 "unknown argument '$arg'" ;;
   esac
 done
 
 case "$suite" in
-  ops) ;;
-  train) echo "vs_torch.sh: --suite train is not implemented yet (a later issue adds it); use --suite ops" >&2; exit 2 ;;
-  "") die2 "missing --suite (available: ops)" ;;
-  *) die2 "unknown suite '$suite' (available: ops)" ;;
+  ops) [ -z "$train_flag" ] || die2 "$train_flag belongs to --suite train" ;;
+  train) [ -z "$ops_flag" ] || die2 "$ops_flag belongs to --suite ops" ;;
+  "") die2 "missing --suite (available: ops, train)" ;;
+  *) die2 "unknown suite '$suite' (available: ops, train)" ;;
 esac
-[[ "$threads" =~ ^[1-9][0-9]*$ ]] || die2 "--threads wants a positive integer, got '$threads'"
-[ -z "$reps" ] || [[ "$reps" =~ ^[1-9][0-9]*$ ]] || die2 "--reps wants a positive integer, got '$reps'"
+posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die2 "$1 wants a positive integer, got '$2'"; }
+posint --threads "$threads"
+[ -z "$reps" ] || posint --reps "$reps"
+[ -z "$epochs" ] || posint --epochs "$epochs"
+[ -z "$steps" ] || posint --steps "$steps"
+[ -z "$batch" ] || posint --batch "$batch"
+[ -z "$seed" ] || [[ "$seed" =~ ^[0-9]+$ ]] || die2 "--seed wants a non-negative integer, got '$seed'"
+if [ -n "$width" ]; then
+  [[ "$width" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk -v w="$width" 'BEGIN { exit !(w > 0) }' \
+    || die2 "--width wants a positive number, got '$width'"
+fi
+train_models=()
+if [ "$suite" = train ]; then
+  IFS=',' read -r -a train_models <<<"${models:-tutorial,airbench}"
+  [ ${#train_models[@]} -gt 0 ] || die2 "--models is empty"
+  for m in "${train_models[@]}"; do
+    case "$m" in
+      tutorial|airbench|resnet18) ;;
+      *) die2 "unknown model '$m' (available: tutorial, airbench, resnet18)" ;;
+    esac
+  done
+fi
 
 # PyTorch: Debian's python3-torch, installed the way ./kiln installs its packages.
 if ! dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed"; then
@@ -79,6 +140,154 @@ BUILD="${KILN_BUILD_DIR:-$ROOT/build}"
 KILN_BIN="$BUILD/kiln"
 [ -x "$KILN_BIN" ] || { echo "vs_torch.sh: no kiln program at $KILN_BIN after the build" >&2; exit 1; }
 
+export OMP_NUM_THREADS="$threads"
+if [ "$no_mmap" = 1 ]; then
+  # No mmap'd chunks, no trimming of the heap top: freed big buffers stay mapped for reuse.
+  export MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912
+fi
+
+# ---------------------------------------------------------------- train suite
+if [ "$suite" = train ]; then
+  # Both sides read CIFAR-10 from the same place.
+  export KILN_DATA="${KILN_DATA:-$ROOT/data}"
+  cifar_dir="$KILN_DATA/cifar-10-batches-bin"
+  have_cifar() {
+    local f
+    for f in data_batch_1.bin data_batch_2.bin data_batch_3.bin data_batch_4.bin data_batch_5.bin test_batch.bin; do
+      [ -s "$cifar_dir/$f" ] || return 1
+    done
+  }
+  if ! have_cifar; then
+    archive="${KILN_CIFAR10_ARCHIVE:-$ROOT/../shared/data/cifar10-jpeg.tar.zst}"
+    if [ ! -f "$archive" ]; then
+      echo "vs_torch.sh: CIFAR-10 is not in $cifar_dir and there is no archive to import it from" >&2
+      echo "  (looked for $archive). Set KILN_DATA to a directory holding cifar-10-batches-bin/, or" >&2
+      echo "  KILN_CIFAR10_ARCHIVE to a CIFAR-10 archive (official .tar.gz or an image-folder .tar.zst)." >&2
+      exit 1
+    fi
+    echo "vs_torch.sh: importing CIFAR-10 from $archive into $KILN_DATA (first use)..." >&2
+    "$KILN_BIN" data import cifar10 "$archive" --dir "$KILN_DATA" >&2 \
+      || { echo "vs_torch.sh: 'kiln data import cifar10 $archive --dir $KILN_DATA' failed" >&2; exit 1; }
+    have_cifar || { echo "vs_torch.sh: the import did not leave a complete $cifar_dir" >&2; exit 1; }
+  fi
+
+  speed=0; [ -z "$epochs" ] && speed=1
+  if [ "$json" != 1 ]; then
+    if [ "$speed" = 1 ]; then
+      mode="speed run: 1 epoch of ${steps:-20 (resnet18: 5)} steps and as many test batches of 500, batch ${batch:-128}"
+    else
+      mode="$epochs epoch(s)$([ -n "$steps" ] && echo " of $steps steps"), batch ${batch:-of each recipe}"
+    fi
+    echo "vs_torch.sh --suite train: $threads thread(s), float32, eager, CIFAR-10 from $cifar_dir$([ "$no_mmap" = 1 ] && echo ", glibc malloc without mmap")"
+    echo "  $mode; img/s include data loading and augmentation; speedup = kiln img/s / torch img/s"
+  fi
+
+  # Both sides start from the same weights: kiln writes its initial weights
+  # (--save-init), torch_train.py loads them (--init); state_dict keys match.
+  init_dir="$(mktemp -d)"
+  trap 'rm -rf "$init_dir"' EXIT
+
+  # The final JSON object of one side (the one with "wall_s"), or nothing on failure;
+  # its per-epoch lines go to stderr as progress.
+  run_train_side() {  # run_train_side kiln|torch MODEL ARGS...
+    local side="$1" m="$2" out rc=0; shift 2
+    if [ "$side" = kiln ]; then
+      out="$("$KILN_BIN" train "$@")" || rc=$?
+    else
+      out="$("$PY" "$ROOT/bench/torch_train.py" "$@" --threads "$threads")" || rc=$?
+    fi
+    [ "$json" = 1 ] || printf '%s\n' "$out" | grep '^{' | grep -v '"wall_s"' | sed "s/^/    $side $m: /" >&2 || true
+    if [ "$rc" -ne 0 ]; then
+      echo "vs_torch.sh: $side side of $m failed (exit $rc)" >&2
+      return 0
+    fi
+    printf '%s\n' "$out" | grep '^{' | grep '"wall_s"' | tail -n1 || true
+  }
+
+  results=()
+  for m in "${train_models[@]}"; do
+    args=(--model "$m" --data cifar10 --epochs "${epochs:-1}" --json)
+    st="$steps"
+    if [ -z "$st" ] && [ "$speed" = 1 ]; then st=20; [ "$m" = resnet18 ] && st=5; fi
+    [ -n "$st" ] && args+=(--steps "$st")
+    b="$batch"
+    [ -z "$b" ] && [ "$speed" = 1 ] && b=128
+    [ -n "$b" ] && args+=(--batch "$b")
+    [ -n "$seed" ] && args+=(--seed "$seed")
+    [ -n "$width" ] && [ "$m" = airbench ] && args+=(--width "$width")
+    [ "$json" = 1 ] || echo "  running $m: ${args[*]} ..." >&2
+    init="$init_dir/$m.safetensors"
+    k="$(run_train_side kiln "$m" "${args[@]}" --save-init "$init")"
+    if [ -s "$init" ]; then
+      t="$(run_train_side torch "$m" "${args[@]}" --init "$init")"
+    else
+      t="$(run_train_side torch "$m" "${args[@]}")"
+    fi
+    results+=("$m"$'\t'"$k"$'\t'"$t")
+  done
+
+  printf '%s\n' "${results[@]}" | "$PY" -c '
+import json, math, sys
+as_json, with_acc = sys.argv[1] == "1", sys.argv[2] == "1"
+def acc(v):  # both sides print test_acc as a fraction in [0, 1]; shown in percent
+    return None if v is None else 100.0 * v
+rows, speedups, failed = [], [], False
+for line in sys.stdin:
+    line = line.rstrip("\n")
+    if not line:
+        continue
+    name, k, t = (line.split("\t") + ["", ""])[:3]
+    k = json.loads(k) if k else {}
+    t = json.loads(t) if t else {}
+    r = {"case": name,
+         "kiln_train_img_s": k.get("train_img_per_s"), "torch_train_img_s": t.get("train_img_per_s"),
+         "kiln_eval_img_s": k.get("eval_img_per_s"), "torch_eval_img_s": t.get("eval_img_per_s")}
+    for what in ("train", "eval"):
+        kv, tv = r["kiln_%s_img_s" % what], r["torch_%s_img_s" % what]
+        r["%s_speedup" % what] = kv / tv if kv and tv else None
+        failed |= r["%s_speedup" % what] is None
+        if r["%s_speedup" % what] is not None:
+            speedups.append(r["%s_speedup" % what])
+    if with_acc:
+        r["kiln_test_acc"], r["torch_test_acc"] = acc(k.get("test_acc")), acc(t.get("test_acc"))
+        failed |= r["kiln_test_acc"] is None or r["torch_test_acc"] is None
+    rows.append(r)
+geo = math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None
+r4 = lambda v: None if v is None else round(v, 4)
+keys = ["case", "kiln_train_img_s", "torch_train_img_s", "train_speedup",
+        "kiln_eval_img_s", "torch_eval_img_s", "eval_speedup"] + (["kiln_test_acc", "torch_test_acc"] if with_acc else [])
+if as_json:
+    for r in rows:
+        print(json.dumps({key: (r[key] if key == "case" else r4(r[key])) for key in keys}))
+    print(json.dumps({"geomean_speedup": r4(geo)}))
+else:
+    num = lambda v, fmt="%.1f": "error" if v is None else fmt % v
+    head = ["model", "kiln train img/s", "torch train img/s", "train speedup",
+            "kiln eval img/s", "torch eval img/s", "eval speedup"]
+    if with_acc:
+        head += ["kiln acc %", "torch acc %", "acc diff (pts)"]
+    table = []
+    for r in rows:
+        cells = [r["case"], num(r["kiln_train_img_s"]), num(r["torch_train_img_s"]), num(r["train_speedup"], "%.2fx"),
+                 num(r["kiln_eval_img_s"]), num(r["torch_eval_img_s"]), num(r["eval_speedup"], "%.2fx")]
+        if with_acc:
+            ka, ta = r["kiln_test_acc"], r["torch_test_acc"]
+            cells += [num(ka, "%.2f"), num(ta, "%.2f"), "error" if ka is None or ta is None else "%+.2f" % (ka - ta)]
+        table.append(cells)
+    w = [max(len(c[i]) for c in [head] + table) for i in range(len(head))]
+    fmt_row = lambda cells: " | ".join(c.ljust(w[0]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(cells))
+    print(fmt_row(head))
+    print("-|-".join("-" * x for x in w))
+    for cells in table:
+        print(fmt_row(cells))
+    print("geomean speedup (kiln img/s / torch img/s, train and eval): %s" % ("n/a" if geo is None else "%.2fx" % geo)
+          + ("" if not failed else "  (failed runs left out)"))
+sys.exit(1 if failed else 0)
+' "$json" "$([ "$speed" = 1 ] && echo 0 || echo 1)"
+  exit $?
+fi
+
+# ---------------------------------------------------------------- ops suite
 # The suite's cases come from kiln; torch_ops.py must know the same names.
 mapfile -t all_cases < <("$KILN_BIN" bench ops --list | cut -f1)
 if [ -z "$cases" ]; then
@@ -90,11 +299,6 @@ else
   done
 fi
 
-export OMP_NUM_THREADS="$threads"
-if [ "$no_mmap" = 1 ]; then
-  # No mmap'd chunks, no trimming of the heap top: freed big buffers stay mapped for reuse.
-  export MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912
-fi
 common=(--json)
 [ -n "$reps" ] && common+=(--reps "$reps")
 

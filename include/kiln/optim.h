@@ -70,6 +70,9 @@ class AdamW : public Optimizer {
  private:
   int64_t step_ = 0;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  // Steps taken by each parameter (torch keeps one per parameter: a parameter
+  // skipped for lack of a grad does not advance its bias correction).
+  std::vector<int64_t> param_steps_;
 };
 
 // Learning-rate schedules: lr(step) for a step counter that the trainer
@@ -119,7 +122,7 @@ class PiecewiseLinearLR : public LRSchedule {
 };
 
 // Exponential moving average of a module's parameters and buffers:
-// ema = decay * ema + (1 - decay) * value, updated every `every` calls.
+// ema = decay * ema + (1 - decay) * value at each update() call.
 class EMA {
  public:
   EMA(const nn::Module& model, double decay = 0.999);

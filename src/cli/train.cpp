@@ -1,0 +1,357 @@
+// kiln train: trains a zoo model on CIFAR-10 or Fashion-MNIST with the
+// model's recipe (docs/training.md), printing progress, test accuracy each
+// epoch and, with --json, machine-readable lines.
+#include "cli/train.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Recipe {
+  int64_t batch;
+  double lr;
+  double momentum;
+  double weight_decay;
+  bool nesterov;
+  double label_smoothing;
+  std::string schedule;  // linear | cosine | airbench
+  data::AugmentOptions augment;
+};
+
+Recipe recipe_for(const std::string& model) {
+  if (model == "tutorial") {
+    Recipe r{32, 0.02, 0.9, 0.0, false, 0.0, "linear", {}};
+    r.augment.flip = true;
+    return r;
+  }
+  if (model == "resnet18") {
+    Recipe r{128, 0.1, 0.9, 5e-4, false, 0.0, "cosine", {}};
+    r.augment.crop_padding = 4;
+    r.augment.flip = true;
+    return r;
+  }
+  if (model == "airbench") {
+    Recipe r{128, 0.2, 0.9, 5e-4, true, 0.2, "airbench", {}};
+    r.augment.alternating_flip = true;
+    r.augment.translate = 2;
+    return r;
+  }
+  KILN_FAIL("train: unknown model '", model, "'; use --model tutorial, resnet18 or airbench");
+}
+
+std::unique_ptr<optim::LRSchedule> make_schedule(const std::string& kind, double lr, int64_t total) {
+  total = std::max<int64_t>(total, 1);
+  if (kind == "cosine") return std::make_unique<optim::CosineLR>(lr, total);
+  if (kind == "airbench") {
+    int64_t warm = std::max<int64_t>(1, total / 4);
+    return std::make_unique<optim::PiecewiseLinearLR>(std::vector<int64_t>{0, warm, total},
+                                                      std::vector<double>{0.2 * lr, lr, 0.0});
+  }
+  KILN_ASSERT(kind == "linear", "unknown schedule ", kind);
+  return std::make_unique<optim::PiecewiseLinearLR>(std::vector<int64_t>{0, total}, std::vector<double>{lr, 0.0});
+}
+
+// A one-line progress bar on a terminal, redrawn in place.
+class Progress {
+ public:
+  Progress(bool enabled, int64_t epoch, int64_t epochs, int64_t total)
+      : enabled_(enabled), epoch_(epoch), epochs_(epochs), total_(total) {}
+  void update(int64_t done, double loss, double img_per_s) {
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : kWidth;
+    std::string bar(static_cast<size_t>(filled), '=');
+    if (filled < kWidth) bar += '>' + std::string(static_cast<size_t>(kWidth - filled - 1), ' ');
+    std::fprintf(stderr, "\repoch %lld/%lld [%s] %lld/%lld loss %.4f %.0f img/s ", static_cast<long long>(epoch_),
+                 static_cast<long long>(epochs_), bar.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total_), loss, img_per_s);
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool enabled_;
+  int64_t epoch_, epochs_, total_;
+};
+
+struct EvalResult {
+  double acc = 0, img_per_s = 0;
+};
+
+EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std::vector<float>& mean,
+                    const std::vector<float>& std, int64_t max_batches, int workers) {
+  data::DataLoaderOptions lo;
+  lo.batch_size = 500;
+  lo.shuffle = false;
+  lo.workers = workers;
+  lo.mean = mean;
+  lo.std = std;
+  data::DataLoader loader(std::shared_ptr<const data::ImageDataset>(&test, [](const data::ImageDataset*) {}), lo);
+  loader.start_epoch(0);
+  model.eval();
+  NoGradGuard no_grad;
+  int64_t correct = 0, seen = 0, batches = 0;
+  auto t0 = Clock::now();
+  while (auto batch = loader.next()) {
+    Tensor pred = model.forward(batch->images).argmax(1);
+    correct += static_cast<int64_t>(sum(eq(pred, batch->labels)).item());
+    seen += batch->labels.numel();
+    if (max_batches > 0 && ++batches >= max_batches) break;
+  }
+  double secs = seconds_since(t0);
+  model.train();
+  return {seen ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0,
+          secs > 0 ? static_cast<double>(seen) / secs : 0.0};
+}
+
+nn::TensorDict prefixed(const nn::TensorDict& d, const std::string& prefix) {
+  nn::TensorDict out;
+  for (const auto& [k, v] : d) out.emplace_back(prefix + k, v);
+  return out;
+}
+nn::TensorDict with_prefix(const nn::TensorDict& d, const std::string& prefix) {
+  nn::TensorDict out;
+  for (const auto& [k, v] : d)
+    if (k.rfind(prefix, 0) == 0) out.emplace_back(k.substr(prefix.size()), v);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> find_cifar10(std::string* why) {
+  const char* env_dir = std::getenv("KILN_DATA");
+  std::string dir = env_dir && *env_dir ? env_dir : "data";
+  if (data::has_cifar10_binary(dir)) return dir;
+  const char* archive = std::getenv("KILN_CIFAR10_ARCHIVE");
+  if (archive && *archive) {
+    data::import_cifar10(archive, dir);
+    return dir;
+  }
+  try {
+    data::download_cifar10(dir);
+    return dir;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+  }
+  return std::nullopt;
+}
+
+TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, const data::ImageDataset& test_set) {
+  Recipe r = recipe_for(o.model);
+  int64_t batch = o.batch.value_or(r.batch);
+  KILN_CHECK(batch > 0 && o.epochs > 0, "train: --batch and --epochs must be positive");
+  bool fmnist = train_set.images.size(1) == 1;
+  std::vector<float> mean = fmnist ? std::vector<float>{0.2860f} : data::kCifar10Mean;
+  std::vector<float> stdv = fmnist ? std::vector<float>{0.3530f} : data::kCifar10Std;
+
+  manual_seed(o.seed);
+  auto model = models::create(o.model, o.width, train_set.images.size(1), 10, train_set.images.size(2));
+  if (!o.init.empty()) model->load_state_dict(load_safetensors(o.init));
+  if (!o.save_init.empty()) save_safetensors(o.save_init, model->state_dict(), {{"model", o.model}});
+
+  std::unique_ptr<optim::Optimizer> opt;
+  double lr;
+  if (o.opt == "sgd") {
+    lr = o.lr.value_or(r.lr);
+    optim::SGDOptions so;
+    so.lr = lr;
+    so.momentum = r.momentum;
+    so.weight_decay = r.weight_decay;
+    so.nesterov = r.nesterov;
+    opt = std::make_unique<optim::SGD>(model->parameters(), so);
+  } else if (o.opt == "adamw") {
+    lr = o.lr.value_or(1e-3);
+    optim::AdamWOptions ao;
+    ao.lr = lr;
+    opt = std::make_unique<optim::AdamW>(model->parameters(), ao);
+  } else {
+    KILN_FAIL("train: unknown optimizer '", o.opt, "'; use --opt sgd or --opt adamw");
+  }
+
+  data::DataLoaderOptions lo;
+  lo.batch_size = batch;
+  lo.shuffle = true;
+  lo.drop_last = true;
+  lo.seed = o.seed;
+  lo.workers = o.workers;
+  lo.augment = r.augment;
+  lo.mean = mean;
+  lo.std = stdv;
+  data::DataLoader loader(std::shared_ptr<const data::ImageDataset>(&train_set, [](const data::ImageDataset*) {}), lo);
+  int64_t steps_per_epoch = loader.batches_per_epoch();
+  if (o.steps > 0) steps_per_epoch = std::min(steps_per_epoch, o.steps);
+  auto schedule = make_schedule(r.schedule, lr, steps_per_epoch * o.epochs);
+
+  int64_t first_epoch = 0;
+  if (!o.resume.empty()) {
+    std::map<std::string, std::string> meta;
+    nn::TensorDict ck = load_safetensors(o.resume, &meta);
+    KILN_CHECK(meta["model"] == o.model, "train --resume: ", o.resume, " holds a '", meta["model"],
+               "' checkpoint, not '", o.model, "'; pass the same --model");
+    model->load_state_dict(with_prefix(ck, "model."));
+    opt->load_state_dict(with_prefix(ck, "optim."));
+    first_epoch = std::stoll(meta["epoch"]);
+    KILN_CHECK(first_epoch < o.epochs, "train --resume: the checkpoint already finished ", first_epoch,
+               " epochs; ask for more with --epochs");
+  }
+
+  bool tty = !o.json && isatty(fileno(stderr));
+  if (!o.json)
+    std::printf("training %s%s on %s: %lld train / %lld test images, batch %lld, %s lr %g, %lld epochs\n",
+                o.model.c_str(), o.model == "airbench" ? (" (width " + std::to_string(o.width) + ")").c_str() : "",
+                train_set.source.c_str(), static_cast<long long>(train_set.size()),
+                static_cast<long long>(test_set.size()), static_cast<long long>(batch), o.opt.c_str(), lr,
+                static_cast<long long>(o.epochs));
+
+  TrainResult result;
+  double train_time = 0, eval_time_img = 0;
+  int64_t train_images = 0;
+  auto wall0 = Clock::now();
+  model->train();
+  for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    loader.start_epoch(epoch);
+    Progress bar(tty, epoch + 1, o.epochs, steps_per_epoch);
+    auto t0 = Clock::now();
+    double loss_sum = 0;
+    int64_t step = 0, epoch_images = 0;
+    while (step < steps_per_epoch) {
+      auto b = loader.next();
+      if (!b) break;
+      schedule->apply(*opt, epoch * steps_per_epoch + step);
+      Tensor logits = model->forward(b->images);
+      Tensor loss = cross_entropy(logits, b->labels, r.label_smoothing);
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+      double l = loss.item();
+      loss_sum += l;
+      ++step;
+      epoch_images += b->labels.numel();
+      if (tty && (step % 10 == 0 || step == steps_per_epoch))
+        bar.update(step, loss_sum / static_cast<double>(step), static_cast<double>(epoch_images) / seconds_since(t0));
+    }
+    bar.finish();
+    double secs = seconds_since(t0);
+    train_time += secs;
+    train_images += epoch_images;
+    EvalResult ev = evaluate(*model, test_set, mean, stdv, o.steps, o.workers);
+    result.test_acc = ev.acc;
+    eval_time_img = ev.img_per_s;
+    double ips = static_cast<double>(epoch_images) / secs;
+    double mean_loss = step ? loss_sum / static_cast<double>(step) : 0.0;
+    if (o.json)
+      std::printf("{\"epoch\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"train_img_per_s\": %.2f}\n",
+                  static_cast<long long>(epoch + 1), mean_loss, ev.acc, ips);
+    else
+      std::printf("epoch %lld/%lld  loss %.4f  test acc %.2f%%  %.0f img/s train  %.0f img/s eval  (%.1f s)\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), mean_loss, 100 * ev.acc, ips,
+                  ev.img_per_s, secs);
+    std::fflush(stdout);
+    if (!o.save.empty()) {
+      nn::TensorDict ck = prefixed(model->state_dict(), "model.");
+      for (auto& kv : prefixed(opt->state_dict(), "optim.")) ck.push_back(kv);
+      save_safetensors(o.save, ck,
+                       {{"model", o.model}, {"width", std::to_string(o.width)}, {"epoch", std::to_string(epoch + 1)},
+                        {"seed", std::to_string(o.seed)}, {"data", o.data}});
+    }
+  }
+  result.wall_s = seconds_since(wall0);
+  result.train_img_per_s = train_time > 0 ? static_cast<double>(train_images) / train_time : 0;
+  result.eval_img_per_s = eval_time_img;
+  return result;
+}
+
+namespace {
+
+[[noreturn]] void bad_arg(const std::string& msg) {
+  KILN_FAIL("train: ", msg,
+            "\nusage: kiln train --model tutorial|resnet18|airbench [--width W] --data cifar10|fashion-mnist "
+            "--epochs N [--batch B] [--lr X] [--opt sgd|adamw] [--seed S] [--save FILE] [--resume FILE] [--json] "
+            "[--steps N] [--workers N] [--save-init FILE] [--init FILE]");
+}
+
+double parse_num(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  bad_arg(flag + " expects a number, got '" + v + "'");
+}
+
+}  // namespace
+
+int run_train(int argc, char** argv) {
+  TrainOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) bad_arg(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") o.model = value();
+    else if (a == "--width") o.width = parse_num(a, value());
+    else if (a == "--data") o.data = value();
+    else if (a == "--epochs") o.epochs = static_cast<int64_t>(parse_num(a, value()));
+    else if (a == "--batch") o.batch = static_cast<int64_t>(parse_num(a, value()));
+    else if (a == "--lr") o.lr = parse_num(a, value());
+    else if (a == "--opt") o.opt = value();
+    else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_num(a, value()));
+    else if (a == "--save") o.save = value();
+    else if (a == "--resume") o.resume = value();
+    else if (a == "--save-init") o.save_init = value();
+    else if (a == "--init") o.init = value();
+    else if (a == "--steps") o.steps = static_cast<int64_t>(parse_num(a, value()));
+    else if (a == "--workers") o.workers = static_cast<int>(parse_num(a, value()));
+    else if (a == "--json") o.json = true;
+    else bad_arg("unknown argument '" + a + "'");
+  }
+  KILN_CHECK(o.width > 0, "train: --width must be positive");
+  recipe_for(o.model);  // validates the name before any data is loaded
+
+  data::ImageDataset train_set, test_set;
+  if (o.data == "cifar10") {
+    std::string why;
+    auto dir = find_cifar10(&why);
+    KILN_CHECK(dir.has_value(), "train: CIFAR-10 not found: ", why,
+               "\nimport it once with `kiln data import cifar10 ARCHIVE` (or set KILN_CIFAR10_ARCHIVE), "
+               "or use --data fashion-mnist");
+    train_set = data::load_cifar10_binary(*dir, true);
+    test_set = data::load_cifar10_binary(*dir, false);
+  } else if (o.data == "fashion-mnist") {
+    train_set = data::load_fashion_mnist(data::default_fashion_mnist_dir(), true);
+    test_set = data::load_fashion_mnist(data::default_fashion_mnist_dir(), false);
+  } else {
+    bad_arg("unknown data set '" + o.data + "'; use --data cifar10 or --data fashion-mnist");
+  }
+  TrainResult r = train(o, train_set, test_set);
+  if (o.json)
+    std::printf("{\"model\": \"%s\", \"epochs\": %lld, \"train_img_per_s\": %.2f, \"eval_img_per_s\": %.2f, "
+                "\"test_acc\": %.6f, \"wall_s\": %.3f}\n",
+                o.model.c_str(), static_cast<long long>(o.epochs), r.train_img_per_s, r.eval_img_per_s, r.test_acc,
+                r.wall_s);
+  else
+    std::printf("done: test accuracy %.2f%%, %.0f img/s train, %.0f img/s eval, %.1f s\n", 100 * r.test_acc,
+                r.train_img_per_s, r.eval_img_per_s, r.wall_s);
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,38 @@
+// The training loop behind `kiln train` and `kiln demo`: a model from the zoo,
+// a data set, a recipe (docs/training.md), progress, evaluation, checkpoints.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kiln/data.h"
+
+namespace kiln::cli {
+
+struct TrainOptions {
+  std::string model = "tutorial";
+  double width = 1.0;
+  std::string data = "cifar10";  // cifar10 | fashion-mnist
+  int64_t epochs = 1;
+  std::optional<int64_t> batch;   // unset: the recipe's
+  std::optional<double> lr;       // unset: the recipe's (or 1e-3 for adamw)
+  std::string opt = "sgd";        // sgd | adamw
+  uint64_t seed = 0;
+  std::string save, resume, save_init, init;
+  bool json = false;
+  int64_t steps = 0;  // > 0: cap on training steps per epoch and eval batches
+  int workers = 2;
+};
+
+struct TrainResult {
+  double train_img_per_s = 0, eval_img_per_s = 0, test_acc = 0, wall_s = 0;
+};
+
+// Finds CIFAR-10 as the issue describes: $KILN_DATA (default ./data) if it
+// holds the binary layout; else import from $KILN_CIFAR10_ARCHIVE; else
+// download. Returns the data dir, or nullopt with `why` set when none worked.
+std::optional<std::string> find_cifar10(std::string* why);
+
+TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, const data::ImageDataset& test_set);
+
+}  // namespace kiln::cli

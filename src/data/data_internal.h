@@ -1,0 +1,117 @@
+// Helpers shared by the files of src/data (not public API): file and archive
+// reading, image decoding, MD5, the batch assembly of the DataLoader.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/data.h"
+
+namespace kiln::data::detail {
+
+// ---- files (cifar_binary.cpp) ----
+// The whole file; throws kiln::Error naming `what` and the path when it cannot be read.
+std::vector<uint8_t> read_file(const std::string& path, const char* what);
+bool is_regular_file(const std::string& path);
+int64_t file_size_or(const std::string& path, int64_t fallback);
+// Parses a CIFAR-10 binary batch (records of 1 label byte + 3072 CHW pixel
+// bytes) into images/labels at `record_offset`; `name` is used in errors.
+int64_t cifar_records_in(const std::string& name, size_t nbytes);
+constexpr int64_t kCifarRecordBytes = 1 + 3 * 32 * 32;
+constexpr int64_t kCifarRecordsPerFile = 10000;
+extern const std::vector<std::string> kCifar10TrainFiles;  // data_batch_1.bin .. data_batch_5.bin
+extern const char* const kCifar10TestFile;                 // test_batch.bin
+
+// ---- archives (archive.cpp) ----
+struct ArchiveEntry {
+  std::string path;
+  std::vector<uint8_t> data;
+};
+// Reads the regular-file entries of a .tar/.tar.gz/.tar.zst/... archive
+// whose path `keep` accepts, in archive order. Throws kiln::Error naming the
+// archive on a missing, truncated or corrupt archive.
+std::vector<ArchiveEntry> read_archive(const std::string& archive,
+                                       const std::function<bool(std::string_view path)>& keep);
+// Writes `files` (path, bytes) as a tar archive; compression chosen from the
+// extension (.tar, .tar.gz/.tgz, .tar.zst). Used by tests and tools.
+void write_archive(const std::string& archive, const std::vector<ArchiveEntry>& files);
+
+// ---- image decoding (image_decode.cpp) ----
+struct DecodedImage {
+  int64_t height = 0, width = 0, channels = 0;  // channels 1 or 3
+  std::vector<uint8_t> pixels;                  // HWC
+};
+enum class ImageFormat { Unknown, Jpeg, Png };
+ImageFormat sniff_image_format(const uint8_t* data, size_t size);
+// Decodes a JPEG or PNG (sniffed from the bytes). `want_channels` 0 keeps the
+// image's own (1 for grey, 3 for colour; alpha dropped), 1 or 3 converts.
+// Any decoder error throws kiln::Error naming `name`.
+DecodedImage decode_image(const uint8_t* data, size_t size, const std::string& name, int want_channels = 0);
+// Encoders for tests: pixels HWC, channels 1 or 3.
+std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int height, int width, int channels, int quality = 95);
+std::vector<uint8_t> encode_png(const uint8_t* pixels, int height, int width, int channels);
+bool has_image_extension(std::string_view path);
+
+// ---- image folders (image_folder.cpp) ----
+struct ImageFile {
+  std::string class_name;
+  std::string name;  // for messages: path or archive!entry
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+// Decodes `files` (in parallel) into a dataset; classes ordered by
+// `classes` when given, else CIFAR-10's order when the names are CIFAR-10's,
+// else sorted. Images are ordered by (class, name).
+ImageDataset decode_image_files(std::vector<ImageFile> files, const std::vector<std::string>& classes,
+                                const std::string& source);
+// Splits "a/b/c" into components, dropping empty ones and ".".
+std::vector<std::string_view> path_components(std::string_view path);
+// The class of an archive entry <any prefix>/<split>/<class>/<file>.jpg|png
+// (<any prefix>/<class>/<file> when split is empty); empty when it is not one.
+std::string_view image_class_of(std::string_view path, const std::string& split);
+
+// ---- MD5 (md5.cpp) ----
+class Md5 {
+ public:
+  Md5();
+  void update(const void* data, size_t size);
+  std::string hex_digest();  // finishes; call once
+ private:
+  void block(const uint8_t* p);
+  uint32_t s_[4];
+  uint64_t length_ = 0;
+  uint8_t buf_[64];
+  size_t used_ = 0;
+};
+std::string md5_hex(const void* data, size_t size);
+std::string md5_file_hex(const std::string& path);
+
+// ---- gzip (idx.cpp) ----
+// The file's bytes, gunzipped when it is gzip (plain files pass through).
+std::vector<uint8_t> read_maybe_gzip(const std::string& path);
+
+// ---- DataLoader internals (augment.cpp) ----
+// Keys for Philox streams derived from (seed, epoch, purpose).
+uint64_t mix_key(uint64_t seed, uint64_t epoch, uint64_t purpose);
+// The order of an epoch: a seeded permutation of [0, n).
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
+// One image's augmentation, drawn from (seed, epoch, index).
+struct ImageAugment {
+  bool flip = false;
+  int crop_y = 0, crop_x = 0;            // in [0, 2 * crop_padding]
+  int translate_y = 0, translate_x = 0;  // in [0, 2 * translate]
+};
+ImageAugment draw_augment(const AugmentOptions& opt, uint64_t seed, int64_t epoch, int64_t index);
+// Per-channel affine map pixel -> (pixel / 255 - mean) / std.
+struct Normalizer {
+  std::vector<float> scale, bias;
+};
+Normalizer make_normalizer(int64_t channels, const std::vector<float>& mean, const std::vector<float>& std);
+// Writes one augmented, normalized image (src uint8 CHW, dst float CHW).
+void assemble_image(const uint8_t* src, int64_t channels, int64_t height, int64_t width, const AugmentOptions& opt,
+                    const ImageAugment& aug, const Normalizer& norm, float* dst);
+
+}  // namespace kiln::data::detail

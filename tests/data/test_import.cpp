@@ -1,0 +1,199 @@
+// import_cifar10 round trips (official layout and image-folder archives) and
+// download_cifar10's failure paths (no network is touched: the URL points at
+// a closed local port or a local file).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "data/data_internal.h"
+#include "data_test_util.h"
+#include "kiln/data.h"
+#include "testing/errors.h"
+
+namespace kiln::data {
+namespace {
+
+using testing::TempDir;
+using testing::write_bytes;
+
+std::vector<uint8_t> random_image(int seed) {
+  std::vector<uint8_t> px(32 * 32 * 3);
+  uint32_t s = 2654435761u * static_cast<uint32_t>(seed + 1);
+  for (auto& p : px) {
+    s = s * 1664525u + 1013904223u;
+    p = static_cast<uint8_t>(s >> 24);
+  }
+  return px;
+}
+
+// CHW bytes of an HWC image.
+std::vector<uint8_t> chw(const std::vector<uint8_t>& hwc) {
+  std::vector<uint8_t> out(hwc.size());
+  for (int i = 0; i < 1024; ++i)
+    for (int k = 0; k < 3; ++k) out[k * 1024 + i] = hwc[i * 3 + k];
+  return out;
+}
+
+std::vector<uint8_t> row_of(const ImageDataset& ds, int64_t i) {
+  const uint8_t* p = ds.images.data<uint8_t>() + i * 3072;
+  return std::vector<uint8_t>(p, p + 3072);
+}
+
+bool no_temp_dirs(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string()[0] == '.') return false;
+  return true;
+}
+
+TEST(DataImport, ImageFolderArchiveRoundTrip) {
+  TempDir dir;
+  std::vector<detail::ArchiveEntry> entries;
+  // (label, CHW bytes) of every train image; test images in their sorted order.
+  std::vector<std::pair<int64_t, std::vector<uint8_t>>> train_expected;
+  std::vector<std::pair<int64_t, std::vector<uint8_t>>> test_expected;
+  for (int k = 0; k < 10; ++k) {
+    for (int i = 0; i < 3; ++i) {
+      auto px = random_image(k * 100 + i);
+      entries.push_back({"cifar/train/" + kCifar10Classes[k] + "/" + std::to_string(i) + ".png",
+                         detail::encode_png(px.data(), 32, 32, 3)});
+      train_expected.emplace_back(k, chw(px));
+    }
+    auto px = random_image(5000 + k);
+    entries.push_back({"cifar/test/" + kCifar10Classes[k] + "/0.png", detail::encode_png(px.data(), 32, 32, 3)});
+    test_expected.emplace_back(k, chw(px));
+  }
+  std::reverse(entries.begin(), entries.end());
+  const std::string archive = dir / "cifar.tar.zst";
+  detail::write_archive(archive, entries);
+  const std::string data = dir / "data";
+  import_cifar10(archive, data);
+  ASSERT_TRUE(has_cifar10_binary(data));
+  EXPECT_TRUE(no_temp_dirs(data));
+  ImageDataset train = load_cifar10_binary(data, true);
+  ASSERT_EQ(train.size(), 30);
+  EXPECT_EQ(train.classes, kCifar10Classes);
+  auto labels = train.labels.to_vector<int64_t>();
+  std::vector<std::pair<int64_t, std::vector<uint8_t>>> got;
+  for (int64_t i = 0; i < 30; ++i) got.emplace_back(labels[i], row_of(train, i));
+  std::sort(got.begin(), got.end());
+  std::sort(train_expected.begin(), train_expected.end());
+  EXPECT_TRUE(got == train_expected);
+  // Shuffled: the first file (6 records) mixes classes.
+  std::set<int64_t> first_file(labels.begin(), labels.begin() + 6);
+  EXPECT_GT(first_file.size(), 2u);
+  EXPECT_EQ(std::filesystem::file_size(data + "/cifar-10-batches-bin/data_batch_1.bin"), 6u * 3073u);
+  ImageDataset test = load_cifar10_binary(data, false);
+  ASSERT_EQ(test.size(), 10);
+  for (int64_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(test.labels.to_vector<int64_t>()[i], test_expected[i].first);
+    EXPECT_EQ(row_of(test, i), test_expected[i].second);
+  }
+  // The order is fixed: importing again gives the same files (and replaces the old ones).
+  auto before = detail::read_file(data + "/cifar-10-batches-bin/data_batch_2.bin", "test");
+  import_cifar10(archive, data);
+  EXPECT_EQ(detail::read_file(data + "/cifar-10-batches-bin/data_batch_2.bin", "test"), before);
+  EXPECT_TRUE(no_temp_dirs(data));
+}
+
+TEST(DataImport, OfficialArchiveCopiesTheBatches) {
+  TempDir dir;
+  std::vector<detail::ArchiveEntry> entries;
+  std::vector<std::string> names = detail::kCifar10TrainFiles;
+  names.push_back(detail::kCifar10TestFile);
+  for (size_t f = 0; f < names.size(); ++f) {
+    std::vector<uint8_t> b;
+    for (int r = 0; r < 2; ++r) {
+      b.push_back(static_cast<uint8_t>((f + r) % 10));
+      auto px = random_image(static_cast<int>(f * 10 + r));
+      b.insert(b.end(), px.begin(), px.end());
+    }
+    entries.push_back({"cifar-10-batches-bin/" + names[f], b});
+  }
+  entries.push_back({"cifar-10-batches-bin/batches.meta.txt", {}});
+  for (const char* c : {"airplane\n", "automobile\n", "bird\n", "cat\n", "deer\n", "dog\n", "frog\n", "horse\n",
+                        "ship\n", "truck\n\n"})
+    entries.back().data.insert(entries.back().data.end(), c, c + std::strlen(c));
+  entries.push_back({"cifar-10-batches-bin/readme.html", {'<', '>'}});
+  const std::string archive = dir / "cifar-10-binary.tar.gz";
+  detail::write_archive(archive, entries);
+  import_cifar10(archive, dir / "d");
+  for (size_t f = 0; f < names.size(); ++f)
+    EXPECT_EQ(detail::read_file(dir / ("d/cifar-10-batches-bin/" + names[f]), "test"), entries[f].data);
+  EXPECT_EQ(load_cifar10_binary(dir / "d", true).classes, kCifar10Classes);
+
+  // A wrong-size batch in the archive is refused, and nothing is written.
+  entries[2].data.pop_back();
+  detail::write_archive(dir / "bad.tar.gz", entries);
+  EXPECT_KILN_ERROR(import_cifar10(dir / "bad.tar.gz", dir / "e"), "data_batch_3.bin", "6145 bytes");
+  EXPECT_FALSE(std::filesystem::exists(dir / "e/cifar-10-batches-bin"));
+  // Missing batch.
+  entries.erase(entries.begin() + 2);
+  detail::write_archive(dir / "missing.tar.gz", entries);
+  EXPECT_KILN_ERROR(import_cifar10(dir / "missing.tar.gz", dir / "e"), "no data_batch_3.bin");
+}
+
+TEST(DataImport, RejectsOtherArchives) {
+  TempDir dir;
+  detail::write_archive(dir / "x.tar", {{"hello.txt", {'h'}}});
+  EXPECT_KILN_ERROR(import_cifar10(dir / "x.tar", dir / "d"), "x.tar", "neither the official");
+  EXPECT_KILN_ERROR(import_cifar10(dir / "none.tar.gz", dir / "d"), "none.tar.gz");
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+TEST(DataDownload, FailureNamesTheImportCommand) {
+  TempDir dir;
+  ScopedEnv url("KILN_CIFAR10_URL", "http://127.0.0.1:9/cifar-10-binary.tar.gz");
+  EXPECT_KILN_ERROR(download_cifar10(dir / "d"), "download", "failed", "127.0.0.1:9",
+                    "kiln data import cifar10 ARCHIVE", "KILN_CIFAR10_ARCHIVE");
+  EXPECT_FALSE(has_cifar10_binary(dir / "d"));
+  EXPECT_TRUE(no_temp_dirs(dir / "d"));
+}
+
+TEST(DataDownload, ChecksTheMd5ThenImports) {
+  TempDir dir;
+  std::vector<detail::ArchiveEntry> entries;
+  std::vector<std::string> names = detail::kCifar10TrainFiles;
+  names.push_back(detail::kCifar10TestFile);
+  for (const auto& n : names) entries.push_back({"cifar-10-batches-bin/" + n, std::vector<uint8_t>(3073, 1)});
+  const std::string archive = dir / "local.tar.gz";
+  detail::write_archive(archive, entries);
+  ScopedEnv url("KILN_CIFAR10_URL", "file://" + archive);
+  // The published sum does not match this file.
+  EXPECT_KILN_ERROR(download_cifar10(dir / "d"), "MD5", "c32a1d4ab5d03f1284b67883e8d87530",
+                    "kiln data import cifar10 ARCHIVE");
+  EXPECT_FALSE(has_cifar10_binary(dir / "d"));
+  EXPECT_TRUE(no_temp_dirs(dir / "d"));
+  ScopedEnv md5("KILN_CIFAR10_MD5", detail::md5_file_hex(archive));
+  download_cifar10(dir / "d");
+  EXPECT_TRUE(has_cifar10_binary(dir / "d"));
+  EXPECT_EQ(load_cifar10_binary(dir / "d", false).size(), 1);
+  EXPECT_TRUE(no_temp_dirs(dir / "d"));
+}
+
+}  // namespace
+}  // namespace kiln::data
