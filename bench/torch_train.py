@@ -51,8 +51,8 @@ EVAL_BATCH = 500
 
 # Per-model recipe (docs/training.md). Flags override parts of it.
 RECIPES = {
-    "tutorial": dict(batch=32, lr=0.01, momentum=0.9, nesterov=False, weight_decay=0.0,
-                     schedule="constant", label_smoothing=0.0, augment="flip"),
+    "tutorial": dict(batch=32, lr=0.02, momentum=0.9, nesterov=False, weight_decay=0.0,
+                     schedule="linear", label_smoothing=0.0, augment="flip"),
     "resnet18": dict(batch=128, lr=0.1, momentum=0.9, nesterov=False, weight_decay=5e-4,
                      schedule="cosine", label_smoothing=0.0, augment="crop_flip"),
     "airbench": dict(batch=128, lr=0.2, momentum=0.9, nesterov=True, weight_decay=5e-4,
@@ -235,7 +235,10 @@ def build_model(torch, name, width, in_channels, num_classes, image_size):
         import torch_models as tm
     except ImportError as e:
         fail("cannot import tools/torch_models.py (the PyTorch twins of kiln's models): %s" % e)
-    return tm.create(name, width=width, in_channels=in_channels, num_classes=num_classes, image_size=image_size)
+    try:
+        return tm.create(name, width=width, in_channels=in_channels, num_classes=num_classes, image_size=image_size)
+    except ValueError as e:
+        fail(str(e), 2)
 
 
 def load_safetensors(torch, np, path):
@@ -279,13 +282,15 @@ def load_init(torch, np, model, path):
 
 def lr_at(schedule, peak, step, total):
     """Learning rate of training step `step` (0-based) of `total` (docs/training.md)."""
-    if schedule == "constant":
-        return peak
+    if schedule == "linear":  # np.interp(step, [0, total], [peak, 0])
+        return peak * max(0.0, (total - step) / total)
     if schedule == "cosine":
         return peak * 0.5 * (1.0 + math.cos(math.pi * step / total))
     # warmup_linear: np.interp(step, [0, warm, total], [0.2*peak, peak, 0]) with warm = total // 4
     # (at least 1), as kiln's PiecewiseLinearLR in src/cli/train.cpp
-    warm = max(1, total // 4)
+    if total < 2:  # too short for a warm-up: constant, as kiln
+        return peak
+    warm = min(max(1, total // 4), total - 1)
     if step <= 0:
         return 0.2 * peak
     if step < warm:

@@ -16,7 +16,7 @@
 #
 # train: for each model, `kiln train` and bench/torch_train.py with the same
 # model, recipe (docs/training.md), batch, seed and thread count on CIFAR-10.
-# Without --epochs: a speed run, 1 epoch of --steps 20 (resnet18: 5) training
+# Without --epochs: a speed run, 1 epoch of --steps 100 (airbench: 30, resnet18: 6) training
 # steps and as many test batches, at batch 128. Prints train and eval images/s
 # of both sides and the speedups (kiln img/s / torch img/s); with --epochs N
 # also both test accuracies (%) and their difference. --json: one object per
@@ -55,8 +55,8 @@ train only:
   --models a,b   from tutorial, airbench, resnet18 (default: tutorial,airbench)
   --width W      airbench's width multiplier (default: kiln's default, 1)
   --epochs N     N full epochs, and the test accuracies (default: a speed run, 1 epoch of --steps)
-  --steps N      training steps per epoch, and test batches (default without --epochs: 20,
-                 resnet18 5; with --epochs: whole epochs)
+  --steps N      training steps per epoch, and test batches (default without --epochs: 100,
+                 airbench 30, resnet18 6; with --epochs: whole epochs)
   --batch B      training batch (default: 128 in a speed run, the model's recipe with --epochs)
   --seed S       seed of both sides (default 0)
 EOF
@@ -174,7 +174,7 @@ if [ "$suite" = train ]; then
   speed=0; [ -z "$epochs" ] && speed=1
   if [ "$json" != 1 ]; then
     if [ "$speed" = 1 ]; then
-      mode="speed run: 1 epoch of ${steps:-20 (resnet18: 5)} steps and as many test batches of 500, batch ${batch:-128}"
+      mode="speed run: 1 epoch of ${steps:-100 (airbench: 30, resnet18: 6)} steps and as many test batches of 500, batch ${batch:-128}"
     else
       mode="$epochs epoch(s)$([ -n "$steps" ] && echo " of $steps steps"), batch ${batch:-of each recipe}"
     fi
@@ -208,7 +208,9 @@ if [ "$suite" = train ]; then
   for m in "${train_models[@]}"; do
     args=(--model "$m" --data cifar10 --epochs "${epochs:-1}" --json)
     st="$steps"
-    if [ -z "$st" ] && [ "$speed" = 1 ]; then st=20; [ "$m" = resnet18 ] && st=5; fi
+    if [ -z "$st" ] && [ "$speed" = 1 ]; then
+      case "$m" in tutorial) st=100 ;; resnet18) st=6 ;; *) st=30 ;; esac
+    fi
     [ -n "$st" ] && args+=(--steps "$st")
     b="$batch"
     [ -z "$b" ] && [ "$speed" = 1 ] && b=128

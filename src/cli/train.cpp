@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,11 +58,12 @@ Recipe recipe_for(const std::string& model) {
 std::unique_ptr<optim::LRSchedule> make_schedule(const std::string& kind, double lr, int64_t total) {
   total = std::max<int64_t>(total, 1);
   if (kind == "cosine") return std::make_unique<optim::CosineLR>(lr, total);
-  if (kind == "airbench") {
-    int64_t warm = std::max<int64_t>(1, total / 4);
+  if (kind == "airbench" && total >= 2) {
+    int64_t warm = std::clamp<int64_t>(total / 4, 1, total - 1);
     return std::make_unique<optim::PiecewiseLinearLR>(std::vector<int64_t>{0, warm, total},
                                                       std::vector<double>{0.2 * lr, lr, 0.0});
   }
+  if (kind == "airbench") return std::make_unique<optim::PiecewiseLinearLR>(std::vector<int64_t>{0, 1}, std::vector<double>{lr, lr});
   KILN_ASSERT(kind == "linear", "unknown schedule ", kind);
   return std::make_unique<optim::PiecewiseLinearLR>(std::vector<int64_t>{0, total}, std::vector<double>{lr, 0.0});
 }

@@ -170,3 +170,25 @@ TEST(Pool, ErrorsAreClear) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+// The vectorized 2x2/stride-2 path (8 outputs at a time, then a scalar tail):
+// values equal the window maxima and indices point at them, for widths with
+// and without a tail and with NaNs present.
+TEST(Pool, MaxPool2x2VectorPathMatchesWindowMax) {
+  for (int64_t w : {16, 31, 37, 64}) {
+    Generator gen(static_cast<uint64_t>(w));
+    Tensor x = randn({2, 3, 6, w}, {}, &gen);
+    x.data<float>()[5] = std::nanf("");
+    auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
+    int64_t ow = w / 2;
+    Tensor even = x.slice(3, 0, 2 * ow);
+    Tensor expected = amax(even.reshape({2, 3, 3, 2, ow, 2}), {3, 5});
+    EXPECT_TENSOR_CLOSE(y, expected, 0, 0);
+    Tensor picked = gather(x.flatten(2), 2, idx.flatten(2)).reshape(y.shape());
+    EXPECT_TENSOR_CLOSE(picked, y, 0, 0);
+  }
+}
+}  // namespace
+}  // namespace kiln
