@@ -176,7 +176,7 @@ if [ "$suite" = train ]; then
     if [ "$speed" = 1 ]; then
       mode="speed run: 1 epoch of ${steps:-100 (airbench: 30, resnet18: 6)} steps and as many test batches of 500, batch ${batch:-128}"
     else
-      mode="$epochs epoch(s)$([ -n "$steps" ] && echo " of $steps steps"), batch ${batch:-of each recipe}"
+      mode="$epochs epoch(s)${steps:+ of $steps steps}, batch ${batch:-of each recipe}"
     fi
     echo "vs_torch.sh --suite train: $threads thread(s), float32, eager, CIFAR-10 from $cifar_dir$([ "$no_mmap" = 1 ] && echo ", glibc malloc without mmap")"
     echo "  $mode; img/s include data loading and augmentation; speedup = kiln img/s / torch img/s"

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   } catch (const kiln::Error& e) {
-    std::cerr << "kiln " << cmd << ": " << e.what() << "\n";
+    std::cerr << "kiln " << e.what() << "\n";
     return 1;
   }
   std::cerr << "kiln: unknown command '" << cmd << "'\n";
