@@ -108,17 +108,8 @@ void check_range(const int64_t* p, int64_t n, int64_t size, const char* op, int6
 }
 inline int64_t wrap_index(int64_t i, int64_t size) { return i < 0 ? i + size : i; }
 
-struct Around {
-  int64_t outer = 1, D = 1, inner = 1;
-};
-Around around(const Shape& s, int64_t dim) {
-  Around r;
-  if (s.empty()) return r;
-  for (int64_t d = 0; d < dim; ++d) r.outer *= s[d];
-  r.D = s[dim];
-  for (size_t d = dim + 1; d < s.size(); ++d) r.inner *= s[d];
-  return r;
-}
+using cpu::Around;
+using cpu::around;
 
 // ---- index_select ----
 std::vector<TensorMeta> index_select_infer(TensorSpan in, const Attrs& a) {

@@ -165,18 +165,8 @@ Tensors var_back(const BackwardCtx& c, TensorSpan g) {
 }
 
 // ---- softmax / log_softmax ----
-// The input viewed as [outer, D, inner] around `dim`.
-struct Around {
-  int64_t outer = 1, D = 1, inner = 1;
-};
-Around around(const Shape& s, int64_t dim) {
-  Around r;
-  if (s.empty()) return r;
-  for (int64_t d = 0; d < dim; ++d) r.outer *= s[d];
-  r.D = s[dim];
-  for (size_t d = dim + 1; d < s.size(); ++d) r.inner *= s[d];
-  return r;
-}
+using cpu::Around;
+using cpu::around;
 
 // y[i] = exp(y[i]) over a contiguous run.
 inline void exp_inplace(float* y, int64_t n) {

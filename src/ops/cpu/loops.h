@@ -140,6 +140,19 @@ void for_each_row(const Tensor& out, const std::array<const Tensor*, N - 1>& inp
   for_each_row<N>(make_plan<N>(out.shape(), ptrs, strides), f, grain);
 }
 
+// A shape seen as [outer, D, inner] around `dim` (softmax, gather, cat...).
+struct Around {
+  int64_t outer = 1, D = 1, inner = 1;
+};
+inline Around around(const Shape& s, int64_t dim) {
+  Around r;
+  if (s.empty()) return r;
+  for (int64_t d = 0; d < dim; ++d) r.outer *= s[d];
+  r.D = s[dim];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < s.size(); ++d) r.inner *= s[d];
+  return r;
+}
+
 // Runs f(begin, end) over [0, n) split across threads when n * cost is large.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
