@@ -2,7 +2,7 @@
 //
 // float32 runs on oneDNN with `any` memory descriptors, so oneDNN picks its
 // blocked layouts (nChw16c) and, through convolution_auto, Winograd 4x3 for
-// 3x3 layers on AVX-512 (see /work/shared/notes/cpu-convolution.md: 2-3x
+// 3x3 layers on AVX-512 (see the team notes, shared/notes/cpu-convolution.md: 2-3x
 // faster than PyTorch's NCHW path). User tensors stay NCHW/OIHW; each call
 // reorders into the blocked layouts and back, which costs ~10%. Primitives are
 // cached by every shape and parameter, and all blocked buffers and scratchpads

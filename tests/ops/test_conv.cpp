@@ -3,7 +3,7 @@
 //
 // Tolerances: float32 convolution runs on oneDNN, which picks Winograd 4x3
 // for 3x3 layers; Winograd's error against direct convolution is ~1e-6
-// relative L2 (see /work/shared/notes/cpu-convolution.md), so goldens are
+// relative L2 (see the team notes, shared/notes/cpu-convolution.md), so goldens are
 // compared with rtol 1e-4 / atol 1e-4 rather than the default 1e-5 / 1e-6.
 #include "ops/dnnl/dnnl_utils.h"
 #include "testing/golden.h"
