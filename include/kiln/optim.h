@@ -25,6 +25,10 @@ class Optimizer {
   virtual void load_state_dict(const nn::TensorDict& state) = 0;
 
  protected:
+  // Parameter i's gradient (undefined: skip it this step), checked against
+  // the parameter's shape; `opt` names the optimizer in the error.
+  Tensor grad_of(size_t i, const char* opt) const;
+
   std::vector<Tensor> params_;
   double lr_;
 };

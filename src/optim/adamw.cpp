@@ -25,10 +25,8 @@ void AdamW::step() {
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    Tensor g = p.grad();
+    Tensor g = grad_of(i, "AdamW");
     if (!g.defined()) continue;
-    KILN_CHECK(g.shape() == p.shape(), "AdamW: parameter ", i, " has shape ", shape_str(p.shape()),
-               " but its grad has shape ", shape_str(g.shape()));
     Tensor& m = exp_avg_[i];
     Tensor& v = exp_avg_sq_[i];
     if (!m.defined()) {

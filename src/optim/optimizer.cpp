@@ -21,6 +21,14 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
   }
 }
 
+Tensor Optimizer::grad_of(size_t i, const char* opt) const {
+  const Tensor& p = params_[i];
+  Tensor g = p.grad();
+  KILN_CHECK(!g.defined() || g.shape() == p.shape(), opt, ": parameter ", i, " has shape ", shape_str(p.shape()),
+             " but its grad has shape ", shape_str(g.shape()));
+  return g;
+}
+
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
 }

@@ -22,10 +22,8 @@ void SGD::step() {
   const double lr = lr_, m = options.momentum, wd = options.weight_decay, damp = options.dampening;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    Tensor g = p.grad();
+    Tensor g = grad_of(i, "SGD");
     if (!g.defined()) continue;
-    KILN_CHECK(g.shape() == p.shape(), "SGD: parameter ", i, " has shape ", shape_str(p.shape()),
-               " but its grad has shape ", shape_str(g.shape()));
     if (m == 0) {
       if (wd != 0) mul_(p, 1.0 - lr * wd);
       add_(p, g, -lr);

@@ -6,40 +6,22 @@
 
 #include "core/cpu_features.h"
 #include "testing/golden.h"
+#include "testing/isa.h"
 
 namespace kiln {
 namespace {
 
 using ::kiln::testing::Goldens;
 
-// A 1-D float32 tensor from values.
-Tensor vec(std::vector<float> v) {
-  Shape shape{static_cast<int64_t>(v.size())};
-  return from_vector(v, shape);
-}
+using testing::vec;
 
 const Goldens& golden() { return testing::goldens("inplace"); }
 // A fresh copy of a golden input (in-place ops must not change the goldens);
 // "_T" names are the base of a transposed view, and stay non-contiguous.
 Tensor fresh(const std::string& name) { return testing::with_golden_layout(name, golden()[name].clone()); }
 
-class InplaceIsa : public ::testing::TestWithParam<CpuIsa> {
- protected:
-  void SetUp() override {
-    if (GetParam() == CpuIsa::Avx512) {
-      try {
-        set_cpu_isa_override(CpuIsa::Avx512);
-      } catch (const Error&) {
-        GTEST_SKIP() << "CPU has no AVX-512";
-      }
-    } else {
-      set_cpu_isa_override(CpuIsa::Avx2);
-    }
-  }
-  void TearDown() override { clear_cpu_isa_override(); }
-};
-INSTANTIATE_TEST_SUITE_P(Isa, InplaceIsa, ::testing::Values(CpuIsa::Avx2, CpuIsa::Avx512),
-                         [](const ::testing::TestParamInfo<CpuIsa>& i) { return std::string(cpu_isa_name(i.param)); });
+class InplaceIsa : public testing::IsaTest {};
+KILN_INSTANTIATE_ISA(InplaceIsa);
 
 TEST_P(InplaceIsa, MatchesTorch) {
   Tensor o = golden()["other"], t1 = golden()["t1"], t2 = golden()["t2"], r = golden()["row"];

@@ -13,44 +13,24 @@
 #include "core/cpu_features.h"
 #include "testing/golden.h"
 #include "testing/gradcheck.h"
+#include "testing/isa.h"
 
 namespace kiln {
 namespace {
 
 using ::kiln::testing::Goldens;
 
-// A 1-D float32 tensor from values.
-Tensor vec(std::vector<float> v) {
-  Shape shape{static_cast<int64_t>(v.size())};
-  return from_vector(v, shape);
-}
+using testing::hardware_has_avx512;
+using testing::vec;
 
 const Goldens& golden() { return testing::goldens("pointwise"); }
 // A golden input; names ending in "_T" hold the base of a transposed view.
 Tensor input(const std::string& name) { return testing::with_golden_layout(name, golden()[name]); }
 
-bool hardware_has_avx512() {
-  try {
-    set_cpu_isa_override(CpuIsa::Avx512);
-    clear_cpu_isa_override();
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 // Runs each test once per instruction set: the float32 rows are separate
 // builds of the same code, so each needs its own check.
-class PointwiseIsa : public ::testing::TestWithParam<CpuIsa> {
- protected:
-  void SetUp() override {
-    if (GetParam() == CpuIsa::Avx512 && !hardware_has_avx512()) GTEST_SKIP() << "CPU has no AVX-512";
-    set_cpu_isa_override(GetParam());
-  }
-  void TearDown() override { clear_cpu_isa_override(); }
-};
-INSTANTIATE_TEST_SUITE_P(Isa, PointwiseIsa, ::testing::Values(CpuIsa::Avx2, CpuIsa::Avx512),
-                         [](const ::testing::TestParamInfo<CpuIsa>& i) { return std::string(cpu_isa_name(i.param)); });
+class PointwiseIsa : public testing::IsaTest {};
+KILN_INSTANTIATE_ISA(PointwiseIsa);
 
 using Unary = std::function<Tensor(const Tensor&)>;
 using Binary = std::function<Tensor(const Tensor&, const Tensor&)>;
