@@ -1,6 +1,8 @@
 // Raw memory owned by one allocator on one device, shared by tensors and views.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kiln/device.h"
@@ -37,7 +39,14 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Bumped by every in-place write. Views and detach() share the storage, so
+  // they share the count; backward compares it with the count a saved tensor
+  // had when its op ran, and refuses to use a tensor modified since.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
+  std::atomic<uint64_t> version_{0};
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;

@@ -37,8 +37,10 @@ struct TensorImpl {
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: shared by the graphs using it
   std::shared_ptr<TensorImpl> grad;
   bool retains_grad = false;
-  uint64_t version = 0;  // bumped by in-place ops
 };
+
+// Throws kiln::Error for `what` (a method name) called on an undefined Tensor.
+[[noreturn]] void throw_undefined_tensor(const char* what);
 
 class Tensor {
  public:
@@ -51,22 +53,28 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
-  // metadata
-  const Shape& shape() const { return impl_->shape; }
-  const Shape& sizes() const { return impl_->shape; }
-  const Shape& strides() const { return impl_->strides; }
+  // metadata (each throws kiln::Error on an undefined Tensor, except
+  // numel(), which is 0 there as in libtorch)
+  const Shape& shape() const { return checked("shape()")->shape; }
+  const Shape& sizes() const { return checked("sizes()")->shape; }
+  const Shape& strides() const { return checked("strides()")->strides; }
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
-  int64_t dim() const { return static_cast<int64_t>(impl_->shape.size()); }
-  int64_t numel() const { return numel_of(impl_->shape); }
-  int64_t offset() const { return impl_->offset; }
-  DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->storage->device(); }
-  size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
+  int64_t dim() const { return static_cast<int64_t>(checked("dim()")->shape.size()); }
+  int64_t numel() const { return impl_ ? numel_of(impl_->shape) : 0; }
+  int64_t offset() const { return checked("offset()")->offset; }
+  DType dtype() const { return checked("dtype()")->dtype; }
+  Device device() const { return checked("device()")->storage->device(); }
+  size_t itemsize() const { return kiln::itemsize(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
   bool is_contiguous() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   bool shares_storage(const Tensor& other) const;
+  // The storage's in-place write count (shared with views and detach()).
+  uint64_t version() const { return checked("version()")->storage->version(); }
+  // Marks an in-place write made outside the in-place ops (kernels that
+  // update an input, such as batch_norm's running statistics).
+  void bump_version() const { checked("bump_version()")->storage->bump_version(); }
 
   // Pointer to element 0 (storage base + offset).
   void* data_ptr() const;
@@ -82,11 +90,13 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   // autograd
+  // false for an undefined Tensor (as libtorch); the others below throw there.
   bool requires_grad() const;
   Tensor& requires_grad_(bool value = true);
-  bool is_leaf() const { return impl_->grad_fn == nullptr; }
-  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
-  Tensor grad() const { return Tensor(impl_->grad); }
+  bool is_leaf() const { return checked("is_leaf()")->grad_fn == nullptr; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return checked("grad_fn()")->grad_fn; }
+  // Undefined until a backward() reaches this tensor.
+  Tensor grad() const { return Tensor(checked("grad()")->grad); }
   void set_grad(const Tensor& g);
   // Keep .grad() for a non-leaf tensor after backward.
   void retain_grad();
@@ -136,6 +146,13 @@ class Tensor {
   std::string str() const;
 
  private:
+  // The impl, or a kiln::Error naming `what` when undefined: one predictable
+  // branch, so the accessors stay cheap.
+  TensorImpl* checked(const char* what) const {
+    if (impl_ == nullptr) [[unlikely]] throw_undefined_tensor(what);
+    return impl_.get();
+  }
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

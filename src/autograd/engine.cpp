@@ -37,16 +37,25 @@ void record(OpId id, const Attrs& attrs, TensorSpan inputs, Tensors& outputs) {
   const OpDef& def = op_def(id);
   auto node = std::make_shared<OpNode>(id, attrs);
   node->next.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
+  auto save = [](const Tensor& t, bool wanted, Tensors& values, std::vector<uint64_t>& versions) {
+    bool saved = wanted && t.defined();
+    values.push_back(saved ? t.detach() : Tensor());
+    versions.push_back(saved ? t.version() : 0);
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
     Edge e = gradient_edge(t);
     node->needs_grad.push_back(e.node != nullptr);
     node->next.push_back(std::move(e));
     node->input_metas.push_back(t.defined() ? TensorMeta{t.shape(), t.dtype(), t.device()} : TensorMeta{});
-    node->saved_inputs.push_back((def.save & kSaveInputs) && t.defined() ? t.detach() : Tensor());
+    bool wanted = (def.save & kSaveInputs) && !(i < 32 && (def.unsaved_inputs >> i & 1u));
+    save(t, wanted, node->saved_inputs, node->saved_input_versions);
   }
-  for (const Tensor& t : outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
     node->output_metas.push_back({t.shape(), t.dtype(), t.device()});
-    node->saved_outputs.push_back((def.save & kSaveOutputs) ? t.detach() : Tensor());
+    bool wanted = (def.save & kSaveOutputs) && !(i < 32 && (def.unsaved_outputs >> i & 1u));
+    save(t, wanted, node->saved_outputs, node->saved_output_versions);
   }
   node->num_outputs = static_cast<int>(outputs.size());
   int nd = std::min<int>(def.num_differentiable_outputs, static_cast<int>(outputs.size()));
@@ -65,6 +74,7 @@ Tensors OpNode::apply(TensorSpan grad_outputs) {
   bool any = false;
   for (const Tensor& g : grads) any = any || g.defined();
   if (!any) return Tensors(next.size());
+  check_saved_versions();
   BackwardCtx ctx{saved_inputs, saved_outputs, input_metas, attrs_, needs_grad};
   Tensors out = op_def(op_).backward(ctx, grads);
   out.resize(next.size());
@@ -82,9 +92,28 @@ Tensors OpNode::apply(TensorSpan grad_outputs) {
   return out;
 }
 
+void OpNode::check_saved_versions() const {
+  auto check = [&](const Tensors& values, const std::vector<uint64_t>& versions, const char* role) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Tensor& t = values[i];
+      if (!t.defined() || t.version() == versions[i]) continue;
+      KILN_FAIL("backward: one of the variables needed for gradient computation has been modified by an inplace "
+                "operation: [", name(), " ", role, " ", i, ", ", dtype_name(t.dtype()), shape_str(t.shape()),
+                "] is at version ", t.version(), "; expected version ", versions[i],
+                " instead. Fix: do not write it in place (mul_, add_, copy_, fill_, zero_, an optimizer step) "
+                "between the forward that used it and backward(); write into a clone() instead, or call "
+                "backward() first");
+    }
+  };
+  check(saved_inputs, saved_input_versions, "input");
+  check(saved_outputs, saved_output_versions, "output");
+}
+
 void OpNode::release() {
   saved_inputs.clear();
   saved_outputs.clear();
+  saved_input_versions.clear();
+  saved_output_versions.clear();
   released_ = true;
 }
 

@@ -41,8 +41,13 @@ class OpNode final : public Node {
   const char* name() const override { return op_name(op_); }
   void release() override;
   OpId op() const { return op_; }
+  // kiln::Error when a saved tensor was modified in place after it was saved.
+  void check_saved_versions() const;
 
   Tensors saved_inputs, saved_outputs;
+  // Each saved tensor's storage version when it was saved; apply() refuses
+  // to run on a tensor written in place since (it would give a wrong gradient).
+  std::vector<uint64_t> saved_input_versions, saved_output_versions;
   std::vector<TensorMeta> input_metas;
   std::vector<bool> needs_grad;
   std::vector<TensorMeta> output_metas;

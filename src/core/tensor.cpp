@@ -9,6 +9,11 @@
 
 namespace kiln {
 
+void throw_undefined_tensor(const char* what) {
+  KILN_FAIL("Tensor::", what, " called on an undefined Tensor (a default-constructed Tensor, or the grad() of a "
+            "tensor that no backward() has reached yet); check t.defined() first");
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     KILN_CHECK(s >= 0, "empty: negative size in shape ", shape_str(shape), "; sizes must be >= 0");
@@ -26,10 +31,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "Tensor::size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "Tensor::stride")]; }
+int64_t Tensor::size(int64_t d) const { return checked("size()")->shape[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t d) const {
+  return checked("stride()")->strides[wrap_dim(d, dim(), "Tensor::stride")];
+}
 
 bool Tensor::is_contiguous() const {
+  checked("is_contiguous()");
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (impl_->shape[i] == 1) continue;
@@ -44,19 +52,22 @@ bool Tensor::shares_storage(const Tensor& other) const {
 }
 
 void* Tensor::data_ptr() const {
+  checked("data_ptr()");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(itemsize());
 }
 
 double Tensor::item() const {
+  checked("item()");
   KILN_CHECK(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", shape_str(shape()),
              "); item() needs exactly one; index or reduce it first");
   Tensor c = to(Device::cpu());
   return visit_dtype(dtype(), [&]<typename T>() { return static_cast<double>(*static_cast<const T*>(c.data_ptr())); });
 }
 
-bool Tensor::requires_grad() const { return impl_->requires_grad || impl_->grad_fn != nullptr; }
+bool Tensor::requires_grad() const { return impl_ && (impl_->requires_grad || impl_->grad_fn != nullptr); }
 
 Tensor& Tensor::requires_grad_(bool value) {
+  checked("requires_grad_()");
   KILN_CHECK(is_leaf(), "requires_grad_(): only leaf tensors can change requires_grad; this one was made by '",
              impl_->grad_fn->name(), "'. Use detach().requires_grad_() for a new leaf");
   KILN_CHECK(!value || is_floating(dtype()), "requires_grad_(): only floating-point tensors can require grad; this one is ",
@@ -66,12 +77,14 @@ Tensor& Tensor::requires_grad_(bool value) {
 }
 
 void Tensor::set_grad(const Tensor& g) {
+  checked("set_grad()");
   KILN_CHECK(!g.defined() || g.shape() == shape(), "set_grad: grad shape ", shape_str(g.shape()),
              " differs from the tensor's shape ", shape_str(shape()));
   impl_->grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
 void Tensor::retain_grad() {
+  checked("retain_grad()");
   KILN_CHECK(requires_grad(), "retain_grad(): the tensor ", dtype_name(dtype()), shape_str(shape()),
              " does not require grad, so it will get no gradient; call it on a tensor computed from one that does");
   if (impl_->retains_grad) return;
@@ -80,10 +93,12 @@ void Tensor::retain_grad() {
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  checked("backward()");
   autograd::run_backward({*this}, {grad}, retain_graph);
 }
 
 Tensor Tensor::detach() const {
+  checked("detach()");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = impl_->storage;
   impl->shape = impl_->shape;

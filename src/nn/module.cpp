@@ -152,7 +152,8 @@ void replace_data(const Tensor& t, const Tensor& value) {
   impl->strides = value.impl()->strides;
   impl->offset = value.impl()->offset;
   impl->dtype = value.impl()->dtype;
-  ++impl->version;
+  // No version bump: the old storage, which a recorded graph may have saved,
+  // keeps its values, so that graph's backward stays right.
 }
 
 template <typename Convert>

@@ -171,7 +171,7 @@ Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
                  " tensor that requires grad would corrupt autograd; wrap it in NoGradGuard or use the "
                  "out-of-place op");
       outputs.push_back(self);
-      ++self.impl()->version;
+      self.bump_version();
     } else {
       outputs.reserve(metas.size());
       for (const TensorMeta& m : metas) outputs.push_back(Tensor::empty(m.shape, m.dtype, m.device));

@@ -4,7 +4,8 @@
 // the batch statistics over every dim but C and, when running stats are
 // given, updates them in place (PyTorch's momentum rule, unbiased variance):
 // the kernel writes them directly and bumps their version, as torch's
-// native_batch_norm does; they are buffers, never tensors that need grad.
+// native_batch_norm does; they are buffers, never tensors that need grad,
+// and autograd does not save them (so the bump never trips backward).
 // Eval normalizes with the running statistics; its save_mean/save_invstd are
 // those statistics (mean, 1/sqrt(var + eps)), so batch_norm_backward has one
 // signature for both modes (with training=false it treats them as constants).
@@ -173,8 +174,8 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
       }
       store_channel_values(in[3], rm);
       store_channel_values(in[4], rv);
-      ++in[3].impl()->version;
-      ++in[4].impl()->version;
+      in[3].bump_version();
+      in[4].bump_version();
     }
   } else {
     mean = channel_values(in[3], g.C, 0);
@@ -293,6 +294,11 @@ void register_norm_ops() {
   OpDef bn = kernel_op(OpId::batch_norm, bn_infer, bn_kernel, bn_back, kSaveBoth);
   bn.num_outputs = 3;
   bn.num_differentiable_outputs = 1;
+  // The derivative reads x, weight, save_mean and save_invstd only. Not
+  // saving the running statistics also keeps their in-place updates (a
+  // second forward through the same layer) from tripping the version check.
+  bn.unsaved_inputs = 0b11100;  // bias, running_mean, running_var
+  bn.unsaved_outputs = 0b001;   // y
   define_op(bn);
   OpDef bb = kernel_op(OpId::batch_norm_backward, bn_bwd_infer, bn_bwd_kernel);
   bb.num_outputs = 3;

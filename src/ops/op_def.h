@@ -73,6 +73,11 @@ struct OpDef {
   DecomposeFn decompose = nullptr;
   BackwardFn backward = nullptr;
   uint8_t save = kSaveBoth;  // what the derivative reads
+  // Bit i set: input/output i is not saved even though `save` says so (the
+  // derivative does not read it). A saved tensor modified in place before
+  // backward is an error, so saving only what is read avoids false alarms.
+  uint32_t unsaved_inputs = 0;
+  uint32_t unsaved_outputs = 0;
   int num_outputs = 1;
   // Outputs past the first that carry no gradient (indices, masks, stats).
   int num_differentiable_outputs = 1;

@@ -21,6 +21,60 @@ TEST(Tensor, UndefinedByDefault) {
   EXPECT_EQ(t.str(), "Tensor(undefined)");
 }
 
+// Metadata, data, grad and backward on an undefined Tensor (a parameter's
+// grad before any backward) are a kiln::Error naming the call, never a null
+// dereference; numel() is 0 and requires_grad() false, as in libtorch.
+TEST(Tensor, UndefinedTensorCallsThrowKilnError) {
+  Tensor t;
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_FALSE(t.requires_grad());
+  auto says = [](auto&& f, const std::string& call) {
+    try {
+      f();
+    } catch (const InternalError& e) {
+      ADD_FAILURE() << call << ": InternalError " << e.what();
+      return;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("Tensor::" + call + " called on an undefined Tensor"), std::string::npos) << m;
+      EXPECT_NE(m.find("t.defined()"), std::string::npos) << m;
+      return;
+    }
+    ADD_FAILURE() << call << " did not throw";
+  };
+  says([&] { (void)t.shape(); }, "shape()");
+  says([&] { (void)t.sizes(); }, "sizes()");
+  says([&] { (void)t.strides(); }, "strides()");
+  says([&] { (void)t.dim(); }, "dim()");
+  says([&] { (void)t.size(0); }, "size()");
+  says([&] { (void)t.stride(0); }, "stride()");
+  says([&] { (void)t.dtype(); }, "dtype()");
+  says([&] { (void)t.device(); }, "device()");
+  says([&] { (void)t.nbytes(); }, "dtype()");
+  says([&] { (void)t.is_contiguous(); }, "is_contiguous()");
+  says([&] { (void)t.data_ptr(); }, "data_ptr()");
+  says([&] { (void)t.data<float>(); }, "dtype()");
+  says([&] { (void)t.item(); }, "item()");
+  says([&] { (void)t.grad(); }, "grad()");
+  says([&] { (void)t.grad_fn(); }, "grad_fn()");
+  says([&] { (void)t.is_leaf(); }, "is_leaf()");
+  says([&] { t.backward(); }, "backward()");
+  says([&] { (void)t.detach(); }, "detach()");
+  says([&] { t.requires_grad_(); }, "requires_grad_()");
+  says([&] { t.set_grad(Tensor()); }, "set_grad()");
+  says([&] { (void)t.version(); }, "version()");
+  says([&] { (void)t.to_vector<float>(); }, "device()");
+  says([&] { (void)t.sum(); }, "dtype()");
+
+  // The case users hit: a parameter's grad before any backward.
+  Tensor w = ones({2});
+  w.requires_grad_();
+  EXPECT_FALSE(w.grad().defined());
+  says([&] { (void)w.grad().shape(); }, "shape()");
+  says([&] { (void)w.grad().data<float>(); }, "dtype()");
+  EXPECT_EQ(w.grad().numel(), 0);
+}
+
 TEST(Tensor, EmptyForEveryDType) {
   for (DType d : kAll) {
     Tensor t = Tensor::empty({2, 3}, d);
