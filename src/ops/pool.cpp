@@ -9,6 +9,7 @@
 // float16/bfloat16 compute in float32.
 #include <immintrin.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -239,6 +240,10 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   int64_t planes = xs[0] * xs[1], in_plane = xs[2] * xs[3];
   int64_t out_plane = go.shape()[2] * go.shape()[3];
   const int64_t* ip = idx.data<int64_t>();
+  // Indices are user data: a bad one is noted in the loop (an exception
+  // cannot leave an OpenMP region) and reported after it.
+  std::atomic<bool> bad{false};
+  std::atomic<int64_t> bad_index{0};
   float_compute(dt, [&]<typename T>() {
     const T* gp = go.data<T>();
     T* xp = gx.data<T>();
@@ -250,12 +255,19 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
         const int64_t* id = ip + p * out_plane;
         for (int64_t i = 0; i < out_plane; ++i) {
           int64_t k = id[i];
-          KILN_ASSERT(k >= 0 && k < in_plane, "max_pool2d_backward: index ", k, " outside a plane of ", in_plane);
+          if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(in_plane)) [[unlikely]] {
+            bad_index.store(k, std::memory_order_relaxed);
+            bad.store(true, std::memory_order_relaxed);
+            continue;
+          }
           dst[k] += src[i];
         }
       }
     });
   });
+  KILN_CHECK(!bad.load(), "max_pool2d_backward: index ", bad_index.load(), " is outside the input plane of ", xs[2],
+             "x", xs[3], " = ", in_plane, " elements (input_shape ", shape_str(xs),
+             "); indices must be in [0, H*W), as max_pool2d_with_indices returns them");
   if (is_half(dt)) cpu::copy_cast(gx, out[0]);
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "testing/errors.h"
 #include "testing/golden.h"
 #include "testing/gradcheck.h"
 
@@ -150,6 +151,30 @@ TEST(Pool, GradcheckFloat64) {
     return avg_pool2d_backward(v[0], xs, {3, 3}, {2, 2}, {1, 1}, true, false);
   };
   EXPECT_GRADCHECK(favgb, (std::vector<Tensor>{gy}));
+}
+
+// Indices are user data: an out-of-range one is a kiln::Error raised after the
+// parallel loop (it used to abort the process from inside the OpenMP region),
+// for every dtype path and whether the bad index is first, last or negative.
+TEST(Pool, MaxBackwardRejectsOutOfRangeIndex) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    for (int64_t bad : {int64_t{16}, int64_t{-1}, int64_t{1} << 40}) {
+      for (int64_t pos : {int64_t{0}, int64_t{7}}) {
+        Tensor go = ones({2, 1, 2, 2}, dtype(dt));
+        Tensor idx = zeros({2, 1, 2, 2}, dtype(DType::Int64));
+        idx.data<int64_t>()[pos] = bad;
+        EXPECT_KILN_ERROR(max_pool2d_backward(go, idx, {2, 1, 4, 4}), "max_pool2d_backward: index",
+                          std::to_string(bad).c_str(), "outside the input plane of 4x4");
+      }
+    }
+  }
+  // In-range indices still scatter.
+  Tensor go = from_vector(std::vector<float>{1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor idx = from_vector(std::vector<int64_t>{0, 3, 3, 15}, {1, 1, 2, 2});
+  std::vector<float> gx = max_pool2d_backward(go, idx, {1, 1, 4, 4}).to_vector<float>();
+  EXPECT_EQ(gx[0], 1);
+  EXPECT_EQ(gx[3], 5);
+  EXPECT_EQ(gx[15], 4);
 }
 
 TEST(Pool, ErrorsAreClear) {
