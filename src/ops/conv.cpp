@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #include "kiln/ops.h"
@@ -168,6 +169,25 @@ struct ConvEntry {
   std::string impl;
 };
 
+// Builds a backward primitive (Prim: convolution_backward_data or _weights;
+// both read diff_dst as `a`) into `e`. They differ only in their type and
+// in which of weights/src is the input `b` and which diff is the output `c`.
+template <typename Prim>
+void build_backward(ConvEntry& e, const DnnlDims& d, const dnnl::convolution_forward::primitive_desc& fwd) {
+  constexpr bool kData = std::is_same_v<Prim, dnnl::convolution_backward_data>;
+  auto pd = with_auto_then_direct([&](dnnl::algorithm alg) {
+    typename Prim::desc desc(alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l,
+                             d.pad_r);
+    return typename Prim::primitive_desc(desc, user_scratchpad_attr(), onednn::cpu_engine(), fwd);
+  });
+  e.prim = Prim(pd);
+  e.scratch_md = pd.scratchpad_desc();
+  e.a_md = pd.diff_dst_desc();
+  if constexpr (kData) e.b_md = pd.weights_desc(), e.c_md = pd.diff_src_desc();
+  else e.b_md = pd.src_desc(), e.c_md = pd.diff_weights_desc();
+  e.impl = pd.impl_info_str();
+}
+
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
@@ -187,27 +207,11 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias) {
       e->a_user = src_user, e->b_user = wei_user, e->c_user = dst_user;
       e->impl = fwd.impl_info_str();
     } else if (kind == Kind::BackwardData) {
-      using cb = dnnl::convolution_backward_data;
-      auto pd = with_auto_then_direct([&](dnnl::algorithm alg) {
-        cb::desc desc(alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l, d.pad_r);
-        return cb::primitive_desc(desc, user_scratchpad_attr(), onednn::cpu_engine(), fwd);
-      });
-      e->prim = cb(pd);
-      e->scratch_md = pd.scratchpad_desc();
-      e->a_md = pd.diff_dst_desc(), e->b_md = pd.weights_desc(), e->c_md = pd.diff_src_desc();
+      build_backward<dnnl::convolution_backward_data>(*e, d, fwd);
       e->a_user = dst_user, e->b_user = wei_user, e->c_user = src_user;
-      e->impl = pd.impl_info_str();
     } else {
-      using cb = dnnl::convolution_backward_weights;
-      auto pd = with_auto_then_direct([&](dnnl::algorithm alg) {
-        cb::desc desc(alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l, d.pad_r);
-        return cb::primitive_desc(desc, user_scratchpad_attr(), onednn::cpu_engine(), fwd);
-      });
-      e->prim = cb(pd);
-      e->scratch_md = pd.scratchpad_desc();
-      e->a_md = pd.diff_dst_desc(), e->b_md = pd.src_desc(), e->c_md = pd.diff_weights_desc();
+      build_backward<dnnl::convolution_backward_weights>(*e, d, fwd);
       e->a_user = dst_user, e->b_user = src_user, e->c_user = wei_user;
-      e->impl = pd.impl_info_str();
     }
     e->a_in = onednn::Reorder::make(e->a_user, e->a_md);
     e->b_in = onednn::Reorder::make(e->b_user, e->b_md);

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kiln/ops.h"
+#include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
@@ -38,19 +39,12 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 
-template <typename T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, bool>) return v != 0.0;
-  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-
 // ---- full ----
 void full_kernel(TensorSpan, std::span<Tensor> out, const Attrs& a) {
   const Tensor& o = out[0];
   double v = a.f("value");
   visit_dtype(o.dtype(), [&]<typename T>() {
-    T val = from_double<T>(v);
+    T val = cpu::from_double<T>(v);
     T* p = static_cast<T*>(o.data_ptr());
     cpu::parallel_for(o.numel(), 1 << 16, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) p[i] = val;
@@ -77,7 +71,7 @@ void arange_kernel(TensorSpan, std::span<Tensor> out, const Attrs& a) {
   double start = a.f("start"), step = a.f("step");
   visit_dtype(o.dtype(), [&]<typename T>() {
     T* p = static_cast<T*>(o.data_ptr());
-    for (int64_t i = 0; i < o.numel(); ++i) p[i] = from_double<T>(start + static_cast<double>(i) * step);
+    for (int64_t i = 0; i < o.numel(); ++i) p[i] = cpu::from_double<T>(start + static_cast<double>(i) * step);
   });
 }
 
@@ -89,40 +83,47 @@ inline double unit_double(uint32_t hi, uint32_t lo) {  // [0, 1), 53 bits
 // (0, 1]: safe for log().
 inline float unit_float_open0(uint32_t x) { return static_cast<float>((x >> 8) + 1) * (1.0f / 16777216.0f); }
 
-// Calls f(i, word) for the 32-bit word of each element i in [0, n): element i
-// takes word i % 4 of counter offset + i / 4. Parallel over element blocks.
-template <typename F>
-void for_each_word(uint64_t seed, uint64_t offset, int64_t n, F&& f) {
+// The one walk over a random stream that every random kernel uses: `Per`
+// consecutive elements (4 for 32-bit draws, 2 for 64-bit ones) share the
+// four words of counter offset + i / Per. Parallel over blocks of
+// kRandomGrain elements; calls draw(i, m, words) for the m <= Per elements
+// from i on, then block_done(b, e) once each block is drawn. Element i thus
+// depends only on (seed, offset, i), whatever the thread count.
+template <int64_t Per, typename Draw, typename BlockDone>
+void walk_philox(uint64_t seed, uint64_t offset, int64_t n, Draw&& draw, BlockDone&& block_done) {
+  static_assert(kRandomGrain % Per == 0, "a block must start on a counter boundary");
   int64_t blocks = (n + kRandomGrain - 1) / kRandomGrain;
   cpu::parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
     for (int64_t blk = bb; blk < be; ++blk) {
       int64_t b = blk * kRandomGrain, e = std::min(n, b + kRandomGrain);
-      for (int64_t i = b; i < e; i += 4) {
-        Philox4 r = philox(seed, offset + static_cast<uint64_t>(i / 4));
-        int64_t m = std::min<int64_t>(4, e - i);
-        for (int64_t k = 0; k < m; ++k) f(i + k, r.v[k]);
-      }
+      for (int64_t i = b; i < e; i += Per)
+        draw(i, std::min<int64_t>(Per, e - i), philox(seed, offset + static_cast<uint64_t>(i / Per)));
+      block_done(b, e);
     }
   });
 }
-// Same, with a full Philox block per element pair (64-bit draws): element i
-// takes words (2*(i%2), 2*(i%2)+1) of counter offset + i / 2.
+template <int64_t Per, typename Draw>
+void walk_philox(uint64_t seed, uint64_t offset, int64_t n, Draw&& draw) {
+  walk_philox<Per>(seed, offset, n, std::forward<Draw>(draw), [](int64_t, int64_t) {});
+}
+
+// Calls f(i, word) with one 32-bit word per element (word i % 4).
+template <typename F>
+void for_each_word(uint64_t seed, uint64_t offset, int64_t n, F&& f) {
+  walk_philox<4>(seed, offset, n, [&](int64_t i, int64_t m, const Philox4& r) {
+    for (int64_t k = 0; k < m; ++k) f(i + k, r.v[k]);
+  });
+}
+// Calls f(i, hi, lo) with two words per element (64-bit draws).
 template <typename F>
 void for_each_dword(uint64_t seed, uint64_t offset, int64_t n, F&& f) {
-  int64_t blocks = (n + kRandomGrain - 1) / kRandomGrain;
-  cpu::parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
-    for (int64_t blk = bb; blk < be; ++blk) {
-      int64_t b = blk * kRandomGrain, e = std::min(n, b + kRandomGrain);
-      for (int64_t i = b; i < e; i += 2) {
-        Philox4 r = philox(seed, offset + static_cast<uint64_t>(i / 2));
-        f(i, r.v[0], r.v[1]);
-        if (i + 1 < e) f(i + 1, r.v[2], r.v[3]);
-      }
-    }
+  walk_philox<2>(seed, offset, n, [&](int64_t i, int64_t m, const Philox4& r) {
+    f(i, r.v[0], r.v[1]);
+    if (m > 1) f(i + 1, r.v[2], r.v[3]);
   });
 }
 
-// Counters a kernel uses for n elements (must match the loops above).
+// Counters a kernel uses for n elements (must match walk_philox's Per).
 uint64_t counters_for(int64_t n, bool wide) { return static_cast<uint64_t>(wide ? (n + 1) / 2 : (n + 3) / 4); }
 bool is_wide(DType t) { return t == DType::Float64 || t == DType::Int64; }
 
@@ -175,40 +176,25 @@ void randn_kernel(TensorSpan, std::span<Tensor> out, const Attrs& a) {
     if constexpr (std::is_same_v<T, double>) {
       // One counter gives two 53-bit uniforms -> two normals.
       double* p = static_cast<double*>(o.data_ptr());
-      int64_t blocks = (n + kRandomGrain - 1) / kRandomGrain;
-      cpu::parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
-        for (int64_t blk = bb; blk < be; ++blk) {
-          int64_t b = blk * kRandomGrain, e = std::min(n, b + kRandomGrain);
-          for (int64_t i = b; i < e; i += 2) {
-            Philox4 r = philox(seed, offset + static_cast<uint64_t>(i / 2));
-            double u1 = 1.0 - unit_double(r.v[0], r.v[1]);  // (0, 1]
-            double u2 = unit_double(r.v[2], r.v[3]);
-            double rad = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
-            p[i] = rad * std::cos(th);
-            if (i + 1 < e) p[i + 1] = rad * std::sin(th);
-          }
-        }
+      walk_philox<2>(seed, offset, n, [&](int64_t i, int64_t m, const Philox4& r) {
+        double u1 = 1.0 - unit_double(r.v[0], r.v[1]);  // (0, 1]
+        double u2 = unit_double(r.v[2], r.v[3]);
+        double rad = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
+        p[i] = rad * std::cos(th);
+        if (m > 1) p[i + 1] = rad * std::sin(th);
       });
     } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       // One counter gives four words -> two pairs -> four normals.
       T* p = static_cast<T*>(o.data_ptr());
-      int64_t blocks = (n + kRandomGrain - 1) / kRandomGrain;
-      cpu::parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
-        for (int64_t blk = bb; blk < be; ++blk) {
-          int64_t b = blk * kRandomGrain, e = std::min(n, b + kRandomGrain);
-          for (int64_t i = b; i < e; i += 4) {
-            Philox4 r = philox(seed, offset + static_cast<uint64_t>(i / 4));
-            float z[4];
-            for (int k = 0; k < 2; ++k) {
-              float u1 = unit_float_open0(r.v[2 * k]), u2 = uint_to_unit_float(r.v[2 * k + 1]);
-              float rad = std::sqrt(-2.0f * std::log(u1)), th = 6.2831853071795864f * u2;
-              z[2 * k] = rad * std::cos(th);
-              z[2 * k + 1] = rad * std::sin(th);
-            }
-            int64_t m = std::min<int64_t>(4, e - i);
-            for (int64_t k = 0; k < m; ++k) p[i + k] = T(z[k]);
-          }
+      walk_philox<4>(seed, offset, n, [&](int64_t i, int64_t m, const Philox4& r) {
+        float z[4];
+        for (int k = 0; k < 2; ++k) {
+          float u1 = unit_float_open0(r.v[2 * k]), u2 = uint_to_unit_float(r.v[2 * k + 1]);
+          float rad = std::sqrt(-2.0f * std::log(u1)), th = 6.2831853071795864f * u2;
+          z[2 * k] = rad * std::cos(th);
+          z[2 * k + 1] = rad * std::sin(th);
         }
+        for (int64_t k = 0; k < m; ++k) p[i + k] = T(z[k]);
       });
     } else {
       KILN_ASSERT(false, "randn on ", dtype_name(o.dtype()));
@@ -298,20 +284,18 @@ void dropout_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
       const T* xp = static_cast<const T*>(x.data_ptr());
       T* yp = static_cast<T*>(y.data_ptr());
       C scale = static_cast<C>(dropout_scale(p));
-      int64_t blocks = (n + kRandomGrain - 1) / kRandomGrain;
-      cpu::parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
-        for (int64_t blk = bb; blk < be; ++blk) {
-          int64_t b = blk * kRandomGrain, e = std::min(n, b + kRandomGrain);
-          for (int64_t i = b; i < e; i += 4) {
-            Philox4 r = philox(seed, offset + static_cast<uint64_t>(i / 4));
-            int64_t m = std::min<int64_t>(4, e - i);
+      // The mask of a block first, then its outputs in one vectorized pass
+      // while the block is still in cache.
+      walk_philox<4>(
+          seed, offset, n,
+          [&](int64_t i, int64_t m, const Philox4& r) {
             for (int64_t k = 0; k < m; ++k) mask[i + k] = keep_all || r.v[k] < thresh;
-          }
+          },
+          [&](int64_t b, int64_t e) {
 #pragma omp simd
-          for (int64_t i = b; i < e; ++i)
-            yp[i] = T(mask[i] ? static_cast<C>(static_cast<C>(xp[i]) * scale) : C(0));
-        }
-      });
+            for (int64_t i = b; i < e; ++i)
+              yp[i] = T(mask[i] ? static_cast<C>(static_cast<C>(xp[i]) * scale) : C(0));
+          });
     } else {
       KILN_ASSERT(false, "dropout on ", dtype_name(x.dtype()));
     }

@@ -27,13 +27,6 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
-template <typename T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, bool>) return v != 0.0;
-  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-
 // Checks shared by the updates: self defined and not broadcast by the other
 // inputs, the promoted dtype castable to self's, whole scalars for integer self.
 void check_update(TensorSpan in, const char* op, std::initializer_list<const char*> scalar_names, const Attrs& a) {
@@ -152,7 +145,7 @@ void fill_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     return;
   }
   visit_dtype(self.dtype(), [&]<typename T>() {
-    T tv = from_double<T>(v);
+    T tv = cpu::from_double<T>(v);
     cpu::for_each_row_tiled<1>(self, {}, [&](char* const* p, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = tv;
     });
@@ -183,7 +176,7 @@ void add_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     DType cd = self.dtype();
     Tensor x = cpu::converted(unaliased(in[1], self), cd);
     cpu::visit_compute_dtype(cd, [&]<typename T>() {
-      T al = from_double<T>(alpha);
+      T al = cpu::from_double<T>(alpha);
       const cpu::F32Kernels& k = cpu::f32_kernels();
       float fal = static_cast<float>(alpha);
       update1<T>(
@@ -229,7 +222,7 @@ void addc_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     Tensor x = cpu::converted(unaliased(in[1], self), cd);
     Tensor y = cpu::converted(unaliased(in[2], self), cd);
     cpu::visit_compute_dtype(cd, [&]<typename T>() {
-      T val = from_double<T>(value);
+      T val = cpu::from_double<T>(value);
       const cpu::F32Kernels& k = cpu::f32_kernels();
       float fval = static_cast<float>(value);
       auto scalar = [val](T s, T u, T v) {

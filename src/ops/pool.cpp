@@ -83,11 +83,32 @@ void check_pool_dtype(const Tensor& x, const char* op) {
              shape_str(x.shape()), "; cast it with .to(DType::Float32)");
 }
 
-// Runs f<T>(in..., out) in T = float or double; 16-bit floats go through float.
-template <typename F>
-void float_compute(DType dt, F&& f) {
-  if (dt == DType::Float64) f.template operator()<double>();
-  else f.template operator()<float>();
+// The plumbing the four pooling kernels share. For each of the N*C planes
+// of `src` and `dst` (4-D, contiguous planes), in parallel, calls
+//   body(const T* src_plane, T* dst_plane, int64_t p)
+// with T = double for float64 and float otherwise: a 16-bit `src` is read
+// from a float32 copy and `dst` written through a float32 scratch, narrowed
+// into it at the end.
+template <typename Body>
+void for_each_plane(const Tensor& src, const Tensor& dst, Body&& body) {
+  DType dt = src.dtype();
+  Tensor s = is_half(dt) ? f32_copy(src) : src.contiguous();
+  Tensor d = is_half(dt) ? Tensor::empty(dst.shape(), DType::Float32) : dst;
+  const Shape& ss = s.shape();
+  const Shape& ds = d.shape();
+  int64_t planes = ds[0] * ds[1], s_plane = ss[2] * ss[3], d_plane = ds[2] * ds[3];
+  // A task is about 16K input elements (whole planes): pooling is memory-bound.
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, std::max(s_plane, d_plane)));
+  auto run = [&]<typename T>() {
+    const T* sp = s.data<T>();
+    T* dp = d.data<T>();
+    cpu::parallel_for(planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) body(sp + p * s_plane, dp + p * d_plane, p);
+    });
+  };
+  if (s.dtype() == DType::Float64) run.template operator()<double>();
+  else run.template operator()<float>();
+  if (is_half(dt)) cpu::copy_cast(d, dst);
 }
 
 // ---------------------------------------------------------------------------
@@ -183,9 +204,6 @@ std::vector<TensorMeta> max_pool_infer(TensorSpan in, const Attrs& a) {
 void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   NoGradGuard ng;
   PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
-  DType dt = in[0].dtype();
-  Tensor x = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
-  Tensor y = is_half(dt) ? Tensor::empty(out[0].shape(), DType::Float32) : out[0];
   int64_t* ip = out[1].data<int64_t>();
   bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
               g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
@@ -197,18 +215,11 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) corner[oh * g.OW + ow] = static_cast<int32_t>(2 * oh * g.W + 2 * ow);
   }
-  float_compute(dt, [&]<typename T>() {
-    const T* xp = x.data<T>();
-    T* yp = y.data<T>();
-    int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
-    cpu::parallel_for(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        if (fast) max_pool_plane_2x2<T>(g, corner, xp + p * in_plane, yp + p * out_plane, ip + p * out_plane);
-        else max_pool_plane<T>(g, xp + p * in_plane, yp + p * out_plane, ip + p * out_plane);
-      }
-    });
+  int64_t out_plane = g.OH * g.OW;
+  for_each_plane(in[0], out[0], [&]<typename T>(const T* x, T* y, int64_t p) {
+    if (fast) max_pool_plane_2x2<T>(g, corner, x, y, ip + p * out_plane);
+    else max_pool_plane<T>(g, x, y, ip + p * out_plane);
   });
-  if (is_half(dt)) cpu::copy_cast(y, out[0]);
 }
 
 Tensors max_pool_back(const BackwardCtx& c, TensorSpan g) {
@@ -233,42 +244,30 @@ std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
 void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   NoGradGuard ng;
   const Shape& xs = a.ints("input_shape");
-  DType dt = in[0].dtype();
-  Tensor go = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
   Tensor idx = in[1].contiguous();
-  Tensor gx = is_half(dt) ? Tensor::empty(xs, DType::Float32) : out[0];
-  int64_t planes = xs[0] * xs[1], in_plane = xs[2] * xs[3];
-  int64_t out_plane = go.shape()[2] * go.shape()[3];
+  int64_t in_plane = xs[2] * xs[3];
+  int64_t out_plane = idx.shape()[2] * idx.shape()[3];
   const int64_t* ip = idx.data<int64_t>();
   // Indices are user data: a bad one is noted in the loop (an exception
   // cannot leave an OpenMP region) and reported after it.
   std::atomic<bool> bad{false};
   std::atomic<int64_t> bad_index{0};
-  float_compute(dt, [&]<typename T>() {
-    const T* gp = go.data<T>();
-    T* xp = gx.data<T>();
-    cpu::parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        T* dst = xp + p * in_plane;
-        std::memset(static_cast<void*>(dst), 0, sizeof(T) * in_plane);
-        const T* src = gp + p * out_plane;
-        const int64_t* id = ip + p * out_plane;
-        for (int64_t i = 0; i < out_plane; ++i) {
-          int64_t k = id[i];
-          if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(in_plane)) [[unlikely]] {
-            bad_index.store(k, std::memory_order_relaxed);
-            bad.store(true, std::memory_order_relaxed);
-            continue;
-          }
-          dst[k] += src[i];
-        }
+  for_each_plane(in[0], out[0], [&]<typename T>(const T* src, T* dst, int64_t p) {
+    std::memset(static_cast<void*>(dst), 0, sizeof(T) * in_plane);
+    const int64_t* id = ip + p * out_plane;
+    for (int64_t i = 0; i < out_plane; ++i) {
+      int64_t k = id[i];
+      if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(in_plane)) [[unlikely]] {
+        bad_index.store(k, std::memory_order_relaxed);
+        bad.store(true, std::memory_order_relaxed);
+        continue;
       }
-    });
+      dst[k] += src[i];
+    }
   });
   KILN_CHECK(!bad.load(), "max_pool2d_backward: index ", bad_index.load(), " is outside the input plane of ", xs[2],
              "x", xs[3], " = ", in_plane, " elements (input_shape ", shape_str(xs),
              "); indices must be in [0, H*W), as max_pool2d_with_indices returns them");
-  if (is_half(dt)) cpu::copy_cast(gx, out[0]);
 }
 
 // Double backward: the gradient of a scatter by index is a gather by it.
@@ -333,18 +332,8 @@ void avg_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   NoGradGuard ng;
   PoolGeom g = pool_geometry(in[0].shape(), a, "avg_pool2d", false);
   bool include_pad = a.b("count_include_pad");
-  DType dt = in[0].dtype();
-  Tensor x = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
-  Tensor y = is_half(dt) ? Tensor::empty(out[0].shape(), DType::Float32) : out[0];
-  float_compute(dt, [&]<typename T>() {
-    const T* xp = x.data<T>();
-    T* yp = y.data<T>();
-    int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
-    cpu::parallel_for(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) avg_pool_plane<T>(g, include_pad, xp + p * in_plane, yp + p * out_plane);
-    });
-  });
-  if (is_half(dt)) cpu::copy_cast(y, out[0]);
+  for_each_plane(in[0], out[0],
+                 [&]<typename T>(const T* x, T* y, int64_t) { avg_pool_plane<T>(g, include_pad, x, y); });
 }
 
 std::vector<int64_t> stride_or_kernel(const Attrs& a) {
@@ -372,18 +361,8 @@ void avg_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Shape& xs = a.ints("input_shape");
   PoolGeom g = pool_geometry(xs, a, "avg_pool2d_backward", false);
   bool include_pad = a.b("count_include_pad");
-  DType dt = in[0].dtype();
-  Tensor go = is_half(dt) ? f32_copy(in[0]) : in[0].contiguous();
-  Tensor gx = is_half(dt) ? Tensor::empty(xs, DType::Float32) : out[0];
-  float_compute(dt, [&]<typename T>() {
-    const T* gp = go.data<T>();
-    T* xp = gx.data<T>();
-    int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
-    cpu::parallel_for(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) avg_pool_bwd_plane<T>(g, include_pad, gp + p * out_plane, xp + p * in_plane);
-    });
-  });
-  if (is_half(dt)) cpu::copy_cast(gx, out[0]);
+  for_each_plane(in[0], out[0],
+                 [&]<typename T>(const T* gy, T* gx, int64_t) { avg_pool_bwd_plane<T>(g, include_pad, gy, gx); });
 }
 
 // avg_pool2d_backward is linear in grad_out; its adjoint is avg_pool2d.
