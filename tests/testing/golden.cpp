@@ -54,38 +54,6 @@ Tensor Goldens::operator[](const std::string& name) const {
   return it->second;
 }
 
-::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
-  if (!actual.defined() || !expected.defined()) return ::testing::AssertionFailure() << "undefined tensor";
-  if (actual.shape() != expected.shape())
-    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " != expected "
-                                         << shape_str(expected.shape());
-  if (actual.dtype() != expected.dtype())
-    return ::testing::AssertionFailure() << "dtype " << dtype_name(actual.dtype()) << " != expected "
-                                         << dtype_name(expected.dtype());
-  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
-  double worst = 0;
-  int64_t worst_i = -1, bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
-    bool same_inf = std::isinf(a[i]) && a[i] == e[i];
-    if (both_nan || same_inf) continue;
-    double err = std::abs(a[i] - e[i]);
-    double tol = atol + rtol * std::abs(e[i]);
-    if (!(err <= tol)) {
-      ++bad;
-      double excess = std::isnan(err) ? INFINITY : err / tol;
-      if (worst_i < 0 || excess > worst) {
-        worst = excess;
-        worst_i = static_cast<int64_t>(i);
-      }
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ (rtol " << rtol << ", atol "
-                                       << atol << "); worst at flat index " << worst_i << ": " << a[worst_i]
-                                       << " vs expected " << e[worst_i];
-}
-
 const Goldens& goldens(const std::string& family) {
   static std::map<std::string, std::unique_ptr<Goldens>> loaded;
   auto it = loaded.find(family);

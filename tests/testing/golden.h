@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "testing/compare.h"  // tensors_close, EXPECT_TENSOR_CLOSE
 
 namespace kiln::testing {
 
@@ -30,12 +31,4 @@ const Goldens& goldens(const std::string& family);
 // non-contiguous view) for those and t itself otherwise.
 Tensor with_golden_layout(const std::string& name, Tensor t);
 
-// Checks same shape and dtype and |a - e| <= atol + rtol * |e| everywhere,
-// reporting the worst element.
-::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
-                                         double atol = 1e-6);
-
 }  // namespace kiln::testing
-
-#define EXPECT_TENSOR_CLOSE(actual, expected, ...) \
-  EXPECT_TRUE(::kiln::testing::tensors_close((actual), (expected), ##__VA_ARGS__))

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "testing/compare.h"
+
 namespace kiln::testing {
 
 namespace {
@@ -33,6 +35,8 @@ double loss_value(const TensorFn& f, const std::vector<Tensor>& inputs, const Te
     Tensor flat = base.contiguous();
     KILN_CHECK(flat.shares_storage(base), "gradcheck needs contiguous inputs");
     double* p = flat.data<double>();
+    std::vector<double> numeric(static_cast<size_t>(flat.numel()));
+    int64_t bad = 0;
     for (int64_t i = 0; i < flat.numel(); ++i) {
       double orig = p[i];
       p[i] = orig + eps;
@@ -40,12 +44,14 @@ double loss_value(const TensorFn& f, const std::vector<Tensor>& inputs, const Te
       p[i] = orig - eps;
       double lm = loss_value(f, xs, r);
       p[i] = orig;
-      double numeric = (lp - lm) / (2 * eps);
-      double err = std::abs(numeric - analytic[i]);
-      if (!(err <= atol + rtol * std::abs(numeric)))
-        return ::testing::AssertionFailure() << "input " << k << " element " << i << ": backward gives "
-                                             << analytic[i] << ", finite differences give " << numeric;
+      numeric[i] = (lp - lm) / (2 * eps);
+      if (!(std::abs(numeric[i] - analytic[i]) <= atol + rtol * std::abs(numeric[i]))) ++bad;
     }
+    if (bad > 0)
+      return ::testing::AssertionFailure() << "input " << k << ": " << bad << " of " << numeric.size()
+                                           << " gradient elements differ from finite differences (atol " << atol
+                                           << ", rtol " << rtol << "); backward against finite differences: "
+                                           << tensor_error(analytic, numeric, base.shape()).str();
   }
   return ::testing::AssertionSuccess();
 }
