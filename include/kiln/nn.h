@@ -10,12 +10,38 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/arg.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
 
-// A named, ordered tensor dictionary (state dicts, checkpoints).
-using TensorDict = std::vector<std::pair<std::string, Tensor>>;
+// A named, ordered tensor dictionary (state dicts, checkpoints): a vector of
+// (name, tensor) pairs, with lookup by name and by prefix.
+class TensorDict : public std::vector<std::pair<std::string, Tensor>> {
+ public:
+  using vector::vector;
+  using vector::at;
+  // The tensor named `name`; kiln::Error naming the key and its closest
+  // matches when there is none.
+  const Tensor& at(const std::string& name) const;
+  Tensor& at(const std::string& name);
+  // The tensor named `name`, or nullptr.
+  const Tensor* find(const std::string& name) const;
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  // The entries under a dotted prefix, with it removed: with_prefix("layer1.0")
+  // (or "layer1.0.") of a ResNet's state dict holds "conv1.weight", "bn1.bias", ...
+  // Empty when nothing is under it.
+  TensorDict with_prefix(const std::string& prefix) const;
+  std::vector<std::string> keys() const;
+};
+
+// The keys load_state_dict(state, strict = false) skipped (torch's
+// _IncompatibleKeys): the module's keys absent from the state, and the
+// state's keys the module does not have.
+struct LoadStateDictResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -54,7 +80,8 @@ class Module : public std::enable_shared_from_this<Module> {
   TensorDict state_dict() const;
   // Copies values into the existing tensors. strict: missing/unexpected keys
   // are errors; shape mismatches are always errors (all listed at once).
-  void load_state_dict(const TensorDict& state, bool strict = true);
+  // Returns the missing and unexpected keys (both empty when strict).
+  LoadStateDictResult load_state_dict(const TensorDict& state, bool strict = true);
 
   int64_t num_parameters() const;
   // A tree of modules with their parameter shapes, like print(model) in torch.
@@ -82,11 +109,6 @@ class Module : public std::enable_shared_from_this<Module> {
 using ModulePtr = std::shared_ptr<Module>;
 
 // Builder-style options, as libtorch: Conv2dOptions(3, 64, 3).padding(1).bias(false)
-#define KILN_ARG(T, name)                           \
-  auto& name(const T& v) { name##_ = v; return *this; } \
-  const T& name() const { return name##_; }         \
-  T name##_
-
 struct Conv2dOptions {
   Conv2dOptions(int64_t in, int64_t out, int64_t k) : in_channels_(in), out_channels_(out), kernel_size_({k, k}) {}
   Conv2dOptions(int64_t in, int64_t out, std::vector<int64_t> k)
@@ -128,7 +150,6 @@ struct Pool2dOptions {
   KILN_ARG(std::vector<int64_t>, padding) = {0, 0};
   KILN_ARG(bool, ceil_mode) = false;
 };
-#undef KILN_ARG
 
 class Conv2d : public Module {
  public:

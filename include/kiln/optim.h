@@ -33,12 +33,15 @@ class Optimizer {
   double lr_;
 };
 
+// Builder-style options, as nn's and libtorch's:
+//   optim::SGD opt(params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(5e-4));
 struct SGDOptions {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
+  SGDOptions(double lr = 0.01) : lr_(lr) {}  // NOLINT: SGDOptions(0.1) reads well
+  KILN_ARG(double, lr);
+  KILN_ARG(double, momentum) = 0.0;
+  KILN_ARG(double, dampening) = 0.0;
+  KILN_ARG(double, weight_decay) = 0.0;
+  KILN_ARG(bool, nesterov) = false;
 };
 
 // torch.optim.SGD: d = g + wd*p; b = momentum*b + (1-dampening)*d (b = d at the
@@ -55,11 +58,15 @@ class SGD : public Optimizer {
   std::vector<Tensor> momentum_buffers_;
 };
 
+//   optim::AdamW opt(params, optim::AdamWOptions(3e-4).betas(0.9, 0.95).weight_decay(0.1));
 struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
+  AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: AdamWOptions(1e-3) reads well
+  KILN_ARG(double, lr);
+  KILN_ARG(double, beta1) = 0.9;
+  KILN_ARG(double, beta2) = 0.999;
+  KILN_ARG(double, eps) = 1e-8;
+  KILN_ARG(double, weight_decay) = 1e-2;
+  auto& betas(double b1, double b2) { beta1_ = b1; beta2_ = b2; return *this; }
 };
 
 // torch.optim.AdamW (decoupled weight decay, bias-corrected moments).

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -126,14 +127,62 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
 
-  // a few methods users reach for; the full set is the free functions in ops.h
-  Tensor sum() const;
-  Tensor mean() const;
-  Tensor relu() const;
+  Tensor view_as(const Tensor& other) const { return view(other.shape()); }
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+
+  // Methods for the free functions of ops.h (x.mean({2, 3}, true) is
+  // mean(x, {2, 3}, true)); each forwards to the function of the same name.
+  // reductions (dims empty = all dims)
+  Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  // pointwise
+  Tensor add(const Tensor& other) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(double exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor neg() const;
   Tensor exp() const;
   Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
   Tensor abs() const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor sign() const;
+  Tensor relu() const;
+  Tensor gelu(const std::string& approximate = "none") const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  Tensor logical_not() const;
+  // linear algebra and indexing
+  Tensor matmul(const Tensor& other) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
 
   // in-place, for optimizers and initializers (not recorded by autograd)
   Tensor& fill_(double value);

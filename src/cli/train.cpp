@@ -172,17 +172,11 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   double lr;
   if (o.opt == "sgd") {
     lr = o.lr.value_or(r.lr);
-    optim::SGDOptions so;
-    so.lr = lr;
-    so.momentum = r.momentum;
-    so.weight_decay = r.weight_decay;
-    so.nesterov = r.nesterov;
+    auto so = optim::SGDOptions(lr).momentum(r.momentum).weight_decay(r.weight_decay).nesterov(r.nesterov);
     opt = std::make_unique<optim::SGD>(model->parameters(), so);
   } else if (o.opt == "adamw") {
     lr = o.lr.value_or(1e-3);
-    optim::AdamWOptions ao;
-    ao.lr = lr;
-    opt = std::make_unique<optim::AdamW>(model->parameters(), ao);
+    opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions(lr));
   } else {
     KILN_FAIL("train: unknown optimizer '", o.opt, "'; use --opt sgd or --opt adamw");
   }

@@ -129,13 +129,54 @@ Tensor Tensor::squeeze(int64_t d) const { return kiln::squeeze(*this, d); }
 Tensor Tensor::squeeze() const { return kiln::squeeze(*this); }
 Tensor Tensor::unsqueeze(int64_t d) const { return kiln::unsqueeze(*this, d); }
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this, s, e); }
-Tensor Tensor::sum() const { return kiln::sum(*this); }
-Tensor Tensor::mean() const { return kiln::mean(*this); }
-Tensor Tensor::relu() const { return kiln::relu(*this); }
+Tensor Tensor::sum(const std::vector<int64_t>& d, bool k) const { return kiln::sum(*this, d, k); }
+Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const { return kiln::mean(*this, d, k); }
+Tensor Tensor::amax(const std::vector<int64_t>& d, bool k) const { return kiln::amax(*this, d, k); }
+Tensor Tensor::amin(const std::vector<int64_t>& d, bool k) const { return kiln::amin(*this, d, k); }
+Tensor Tensor::var(const std::vector<int64_t>& d, int64_t c, bool k) const { return kiln::var(*this, d, c, k); }
+Tensor Tensor::argmax(int64_t d, bool k) const { return kiln::argmax(*this, d, k); }
+Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return kiln::log_softmax(*this, d); }
+Tensor Tensor::add(const Tensor& o) const { return kiln::add(*this, o); }
+Tensor Tensor::add(double o) const { return kiln::add(*this, o); }
+Tensor Tensor::sub(const Tensor& o) const { return kiln::sub(*this, o); }
+Tensor Tensor::sub(double o) const { return kiln::sub(*this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return kiln::mul(*this, o); }
+Tensor Tensor::mul(double o) const { return kiln::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o) const { return kiln::div(*this, o); }
+Tensor Tensor::div(double o) const { return kiln::div(*this, o); }
+Tensor Tensor::pow(const Tensor& e) const { return kiln::pow(*this, e); }
+Tensor Tensor::pow(double e) const { return kiln::pow(*this, e); }
+Tensor Tensor::maximum(const Tensor& o) const { return kiln::maximum(*this, o); }
+Tensor Tensor::minimum(const Tensor& o) const { return kiln::minimum(*this, o); }
+Tensor Tensor::neg() const { return kiln::neg(*this); }
 Tensor Tensor::exp() const { return kiln::exp(*this); }
 Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return kiln::rsqrt(*this); }
 Tensor Tensor::abs() const { return kiln::abs(*this); }
-Tensor Tensor::argmax(int64_t d, bool k) const { return kiln::argmax(*this, d, k); }
+Tensor Tensor::sign() const { return kiln::sign(*this); }
+Tensor Tensor::relu() const { return kiln::relu(*this); }
+Tensor Tensor::gelu(const std::string& a) const { return kiln::gelu(*this, a); }
+Tensor Tensor::sigmoid() const { return kiln::sigmoid(*this); }
+Tensor Tensor::tanh() const { return kiln::tanh(*this); }
+Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return kiln::clamp(*this, lo, hi); }
+Tensor Tensor::eq(const Tensor& o) const { return kiln::eq(*this, o); }
+Tensor Tensor::eq(double o) const { return kiln::eq(*this, o); }
+Tensor Tensor::ne(const Tensor& o) const { return kiln::ne(*this, o); }
+Tensor Tensor::ne(double o) const { return kiln::ne(*this, o); }
+Tensor Tensor::lt(const Tensor& o) const { return kiln::lt(*this, o); }
+Tensor Tensor::lt(double o) const { return kiln::lt(*this, o); }
+Tensor Tensor::le(const Tensor& o) const { return kiln::le(*this, o); }
+Tensor Tensor::le(double o) const { return kiln::le(*this, o); }
+Tensor Tensor::gt(const Tensor& o) const { return kiln::gt(*this, o); }
+Tensor Tensor::gt(double o) const { return kiln::gt(*this, o); }
+Tensor Tensor::ge(const Tensor& o) const { return kiln::ge(*this, o); }
+Tensor Tensor::ge(double o) const { return kiln::ge(*this, o); }
+Tensor Tensor::logical_not() const { return kiln::logical_not(*this); }
+Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
+Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return kiln::index_select(*this, d, i); }
+Tensor Tensor::gather(int64_t d, const Tensor& i) const { return kiln::gather(*this, d, i); }
 Tensor& Tensor::fill_(double v) { return kiln::fill_(*this, v); }
 Tensor& Tensor::copy_(const Tensor& s) { return kiln::copy_(*this, s); }
 Tensor& Tensor::add_(const Tensor& o, double a) { return kiln::add_(*this, o, a); }

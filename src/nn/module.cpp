@@ -203,7 +203,7 @@ TensorDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const TensorDict& state, bool strict) {
+LoadStateDictResult Module::load_state_dict(const TensorDict& state, bool strict) {
   // The live tensors under their state-dict names (copies go into these).
   TensorDict own;
   std::function<void(const Module&, const std::string&)> rec = [&](const Module& m, const std::string& prefix) {
@@ -265,6 +265,7 @@ void Module::load_state_dict(const TensorDict& state, bool strict) {
     Tensor dst = t;
     copy_(dst, *it->second);
   }
+  return {missing, unexpected};
 }
 
 int64_t Module::num_parameters() const {

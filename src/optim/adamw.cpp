@@ -9,11 +9,11 @@
 
 namespace kiln::optim {
 
-AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o) : Optimizer(std::move(params), o.lr), options(o) {
-  KILN_CHECK(o.eps >= 0, "AdamW: eps must be >= 0, got ", o.eps);
-  KILN_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "AdamW: betas must be in [0, 1), got (",
-             o.beta1, ", ", o.beta2, ")");
-  KILN_CHECK(o.weight_decay >= 0, "AdamW: weight_decay must be >= 0, got ", o.weight_decay);
+AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o) : Optimizer(std::move(params), o.lr()), options(o) {
+  KILN_CHECK(o.eps() >= 0, "AdamW: eps must be >= 0, got ", o.eps());
+  KILN_CHECK(o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1,
+             "AdamW: betas must be in [0, 1), got (", o.beta1(), ", ", o.beta2(), ")");
+  KILN_CHECK(o.weight_decay() >= 0, "AdamW: weight_decay must be >= 0, got ", o.weight_decay());
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());
   param_steps_.assign(params_.size(), 0);
@@ -21,7 +21,7 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o) : Optimizer(std:
 
 void AdamW::step() {
   NoGradGuard no_grad;
-  const double lr = lr_, b1 = options.beta1, b2 = options.beta2;
+  const double lr = lr_, b1 = options.beta1(), b2 = options.beta2();
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
@@ -34,7 +34,7 @@ void AdamW::step() {
       v = zeros_like(p);
     }
     const int64_t t = ++param_steps_[i];
-    if (options.weight_decay != 0) mul_(p, 1.0 - lr * options.weight_decay);
+    if (options.weight_decay() != 0) mul_(p, 1.0 - lr * options.weight_decay());
     lerp_(m, g, 1.0 - b1);
     mul_(v, b2);
     addcmul_(v, g, g, 1.0 - b2);
@@ -42,7 +42,7 @@ void AdamW::step() {
     const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(t)));
     Tensor denom = sqrt(v);
     mul_(denom, 1.0 / bc2_sqrt);
-    add_(denom, full({}, options.eps, dtype(p.dtype())));
+    add_(denom, full({}, options.eps(), dtype(p.dtype())));
     addcdiv_(p, m, denom, -lr / bc1);
   }
 }
@@ -50,10 +50,10 @@ void AdamW::step() {
 nn::TensorDict AdamW::state_dict() const {
   nn::TensorDict d;
   d.emplace_back("lr", detail::scalar_state(lr_));
-  d.emplace_back("beta1", detail::scalar_state(options.beta1));
-  d.emplace_back("beta2", detail::scalar_state(options.beta2));
-  d.emplace_back("eps", detail::scalar_state(options.eps));
-  d.emplace_back("weight_decay", detail::scalar_state(options.weight_decay));
+  d.emplace_back("beta1", detail::scalar_state(options.beta1()));
+  d.emplace_back("beta2", detail::scalar_state(options.beta2()));
+  d.emplace_back("eps", detail::scalar_state(options.eps()));
+  d.emplace_back("weight_decay", detail::scalar_state(options.weight_decay()));
   d.emplace_back("step", detail::int_state(step_));
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!exp_avg_[i].defined()) continue;
@@ -80,12 +80,13 @@ void AdamW::load_state_dict(const nn::TensorDict& state) {
       problems.push_back("step." + std::to_string(i) + " must be >= 1");
   }
   AdamWOptions o = options;
-  if (s.hyper.count("lr")) o.lr = s.hyper["lr"];
-  if (s.hyper.count("beta1")) o.beta1 = s.hyper["beta1"];
-  if (s.hyper.count("beta2")) o.beta2 = s.hyper["beta2"];
-  if (s.hyper.count("eps")) o.eps = s.hyper["eps"];
-  if (s.hyper.count("weight_decay")) o.weight_decay = s.hyper["weight_decay"];
-  if (!(o.lr >= 0 && o.eps >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.weight_decay >= 0))
+  if (s.hyper.count("lr")) o.lr(s.hyper["lr"]);
+  if (s.hyper.count("beta1")) o.beta1(s.hyper["beta1"]);
+  if (s.hyper.count("beta2")) o.beta2(s.hyper["beta2"]);
+  if (s.hyper.count("eps")) o.eps(s.hyper["eps"]);
+  if (s.hyper.count("weight_decay")) o.weight_decay(s.hyper["weight_decay"]);
+  if (!(o.lr() >= 0 && o.eps() >= 0 && o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1 &&
+        o.weight_decay() >= 0))
     problems.push_back("invalid hyper-parameters");
   if (!problems.empty()) {
     std::string msg = "AdamW.load_state_dict: the state is inconsistent:";
@@ -93,7 +94,7 @@ void AdamW::load_state_dict(const nn::TensorDict& state) {
     KILN_FAIL(msg);
   }
   options = o;
-  lr_ = o.lr;
+  lr_ = o.lr();
   step_ = s.hyper.count("step") ? static_cast<int64_t>(s.hyper["step"]) : 0;
   exp_avg_.assign(params_.size(), Tensor());
   exp_avg_sq_.assign(params_.size(), Tensor());

@@ -8,18 +8,18 @@
 
 namespace kiln::optim {
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params), o.lr), options(o) {
-  KILN_CHECK(o.momentum >= 0, "SGD: momentum must be >= 0, got ", o.momentum);
-  KILN_CHECK(o.weight_decay >= 0, "SGD: weight_decay must be >= 0, got ", o.weight_decay);
-  KILN_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
-             "SGD: nesterov momentum needs momentum > 0 and dampening = 0 (got momentum ", o.momentum,
-             ", dampening ", o.dampening, ")");
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params), o.lr()), options(o) {
+  KILN_CHECK(o.momentum() >= 0, "SGD: momentum must be >= 0, got ", o.momentum());
+  KILN_CHECK(o.weight_decay() >= 0, "SGD: weight_decay must be >= 0, got ", o.weight_decay());
+  KILN_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0),
+             "SGD: nesterov momentum needs momentum > 0 and dampening = 0 (got momentum ", o.momentum(),
+             ", dampening ", o.dampening(), ")");
   momentum_buffers_.resize(params_.size());
 }
 
 void SGD::step() {
   NoGradGuard no_grad;
-  const double lr = lr_, m = options.momentum, wd = options.weight_decay, damp = options.dampening;
+  const double lr = lr_, m = options.momentum(), wd = options.weight_decay(), damp = options.dampening();
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = grad_of(i, "SGD");
@@ -38,7 +38,7 @@ void SGD::step() {
       add_(b, g, 1.0 - damp);
       if (wd != 0) add_(b, p, wd * (1.0 - damp));
     }
-    if (options.nesterov) {
+    if (options.nesterov()) {
       // p -= lr * (g + wd*p + m*b)
       if (wd != 0) mul_(p, 1.0 - lr * wd);
       add_(p, g, -lr);
@@ -52,10 +52,10 @@ void SGD::step() {
 nn::TensorDict SGD::state_dict() const {
   nn::TensorDict d;
   d.emplace_back("lr", detail::scalar_state(lr_));
-  d.emplace_back("momentum", detail::scalar_state(options.momentum));
-  d.emplace_back("dampening", detail::scalar_state(options.dampening));
-  d.emplace_back("weight_decay", detail::scalar_state(options.weight_decay));
-  d.emplace_back("nesterov", detail::scalar_state(options.nesterov ? 1.0 : 0.0));
+  d.emplace_back("momentum", detail::scalar_state(options.momentum()));
+  d.emplace_back("dampening", detail::scalar_state(options.dampening()));
+  d.emplace_back("weight_decay", detail::scalar_state(options.weight_decay()));
+  d.emplace_back("nesterov", detail::scalar_state(options.nesterov() ? 1.0 : 0.0));
   for (size_t i = 0; i < momentum_buffers_.size(); ++i)
     if (momentum_buffers_[i].defined()) d.emplace_back("momentum_buffer." + std::to_string(i), momentum_buffers_[i]);
   return d;
@@ -65,16 +65,17 @@ void SGD::load_state_dict(const nn::TensorDict& state) {
   detail::ParsedState s = detail::parse_state(
       {"SGD", {"lr", "momentum", "dampening", "weight_decay", "nesterov"}, {"momentum_buffer"}, {}}, state, params_);
   SGDOptions o = options;
-  if (s.hyper.count("lr")) o.lr = s.hyper["lr"];
-  if (s.hyper.count("momentum")) o.momentum = s.hyper["momentum"];
-  if (s.hyper.count("dampening")) o.dampening = s.hyper["dampening"];
-  if (s.hyper.count("weight_decay")) o.weight_decay = s.hyper["weight_decay"];
-  if (s.hyper.count("nesterov")) o.nesterov = s.hyper["nesterov"] != 0;
-  KILN_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0 && (!o.nesterov || (o.momentum > 0 && o.dampening == 0)),
-             "SGD.load_state_dict: the saved hyper-parameters are invalid (lr ", o.lr, ", momentum ", o.momentum,
-             ", dampening ", o.dampening, ", weight_decay ", o.weight_decay, ", nesterov ", o.nesterov, ")");
+  if (s.hyper.count("lr")) o.lr(s.hyper["lr"]);
+  if (s.hyper.count("momentum")) o.momentum(s.hyper["momentum"]);
+  if (s.hyper.count("dampening")) o.dampening(s.hyper["dampening"]);
+  if (s.hyper.count("weight_decay")) o.weight_decay(s.hyper["weight_decay"]);
+  if (s.hyper.count("nesterov")) o.nesterov(s.hyper["nesterov"] != 0);
+  KILN_CHECK(o.lr() >= 0 && o.momentum() >= 0 && o.weight_decay() >= 0 &&
+                 (!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0)),
+             "SGD.load_state_dict: the saved hyper-parameters are invalid (lr ", o.lr(), ", momentum ", o.momentum(),
+             ", dampening ", o.dampening(), ", weight_decay ", o.weight_decay(), ", nesterov ", o.nesterov(), ")");
   options = o;
-  lr_ = o.lr;
+  lr_ = o.lr();
   momentum_buffers_.assign(params_.size(), Tensor());
   for (auto& [i, t] : s.buffers["momentum_buffer"]) momentum_buffers_[i] = t;
 }

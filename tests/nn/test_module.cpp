@@ -146,6 +146,48 @@ TEST(Module, LoadStateDictListsEveryProblemAtOnce) {
   EXPECT_KILN_ERROR(net.load_state_dict(twice), "more than once", "\"block.scale\"");
 }
 
+// load_state_dict(strict = false) reports what it skipped, as torch's
+// _IncompatibleKeys; a strict load that succeeds reports nothing.
+TEST(Module, NonStrictLoadReturnsMissingAndUnexpectedKeys) {
+  Net net;
+  nn::TensorDict partial = {{"head.1.bias", full({3}, 7.0)}, {"nonsense", zeros({2})}, {"also.bad", zeros({1})}};
+  nn::LoadStateDictResult r = net.load_state_dict(partial, false);
+  EXPECT_EQ(r.unexpected_keys, (std::vector<std::string>{"nonsense", "also.bad"}));
+  std::vector<std::string> want_missing;
+  for (const auto& [n, t] : net.state_dict())
+    if (n != "head.1.bias") want_missing.push_back(n);
+  EXPECT_EQ(r.missing_keys, want_missing);
+  nn::LoadStateDictResult full_load = net.load_state_dict(net.state_dict());
+  EXPECT_TRUE(full_load.missing_keys.empty());
+  EXPECT_TRUE(full_load.unexpected_keys.empty());
+}
+
+// Lookup by name (a miss names the key and its near matches) and by prefix.
+TEST(TensorDict, LookupByNameAndPrefix) {
+  Net net;
+  nn::TensorDict sd = net.state_dict();
+  EXPECT_EQ(sd.at("head.1.weight").shape(), (Shape{3, 64}));
+  EXPECT_EQ(sd.at("block.conv.weight").impl()->storage, net.block->conv->weight.impl()->storage);
+  EXPECT_TRUE(sd.contains("block.bn.running_var"));
+  EXPECT_FALSE(sd.contains("block.bn"));
+  EXPECT_EQ(sd.find("nope"), nullptr);
+  EXPECT_EQ(sd.at(0).first, sd.front().first);  // the vector's at(index) still works
+  EXPECT_KILN_ERROR(sd.at("head.1.weigth"), "no key \"head.1.weigth\"", "did you mean \"head.1.weight\"");
+  EXPECT_KILN_ERROR(sd.at("conv.weight"), "no key \"conv.weight\"", "\"block.conv.weight\"");
+  EXPECT_KILN_ERROR(sd.at("zzzzzzzzzzzzzzzzzzzz"), "no key", "keys()");
+
+  nn::TensorDict bn = sd.with_prefix("block.bn");
+  EXPECT_EQ(bn.keys(), sd.with_prefix("block.bn.").keys());
+  EXPECT_EQ(bn.keys(), (std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                                 "num_batches_tracked"}));
+  EXPECT_EQ(bn.at("running_var").impl(), sd.at("block.bn.running_var").impl());
+  EXPECT_TRUE(sd.with_prefix("block.b").empty());  // whole path components only
+  EXPECT_EQ(sd.with_prefix("").size(), sd.size());
+  // A module's sub-dict loads into that module.
+  nn::BatchNorm2d fresh(4);
+  EXPECT_TRUE(fresh.load_state_dict(bn).missing_keys.empty());
+}
+
 TEST(Module, LoadStateDictCastsDtypes) {
   nn::BatchNorm2d bn(3);
   nn::TensorDict sd = {{"weight", from_vector(std::vector<double>{1, 2, 3}, {3})},
@@ -179,7 +221,7 @@ TEST(Module, ToDtypeKeepsIdentitiesForOptimizers) {
   Net net;
   Tensor w = net.block->conv->weight;
   TensorImpl* impl = w.impl();
-  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  optim::SGD opt(net.parameters(), optim::SGDOptions(0.1));
   net.to(DType::Float64);
   EXPECT_EQ(net.block->conv->weight.impl(), impl);
   EXPECT_EQ(w.dtype(), DType::Float64);

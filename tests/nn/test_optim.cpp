@@ -19,16 +19,16 @@ const testing::Goldens& G() { return testing::goldens("optim"); }
 std::unique_ptr<optim::Optimizer> make(const std::string& name, std::vector<Tensor> ps) {
   auto sgd = [&](optim::SGDOptions o) { return std::make_unique<optim::SGD>(std::move(ps), o); };
   auto adamw = [&](optim::AdamWOptions o) { return std::make_unique<optim::AdamW>(std::move(ps), o); };
-  if (name == "sgd") return sgd({.lr = 0.1});
-  if (name == "sgd_wd") return sgd({.lr = 0.1, .weight_decay = 0.01});
-  if (name == "sgd_momentum") return sgd({.lr = 0.1, .momentum = 0.9});
-  if (name == "sgd_damp_wd") return sgd({.lr = 0.05, .momentum = 0.9, .dampening = 0.2, .weight_decay = 0.01});
+  if (name == "sgd") return sgd(optim::SGDOptions(0.1));
+  if (name == "sgd_wd") return sgd(optim::SGDOptions(0.1).weight_decay(0.01));
+  if (name == "sgd_momentum") return sgd(optim::SGDOptions(0.1).momentum(0.9));
+  if (name == "sgd_damp_wd") return sgd(optim::SGDOptions(0.05).momentum(0.9).dampening(0.2).weight_decay(0.01));
   if (name == "sgd_nesterov" || name == "sgd_nesterov_f64")
-    return sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
-  if (name == "sgd_skip") return sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
-  if (name == "adamw" || name == "adamw_skip") return adamw({.lr = 0.01});
-  if (name == "adamw_custom") return adamw({.lr = 0.02, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.1});
-  if (name == "adamw_f64") return adamw({.lr = 0.01, .weight_decay = 0.05});
+    return sgd(optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4).nesterov(true));
+  if (name == "sgd_skip") return sgd(optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01));
+  if (name == "adamw" || name == "adamw_skip") return adamw(optim::AdamWOptions(0.01));
+  if (name == "adamw_custom") return adamw(optim::AdamWOptions(0.02).betas(0.8, 0.95).eps(1e-6).weight_decay(0.1));
+  if (name == "adamw_f64") return adamw(optim::AdamWOptions(0.01).weight_decay(0.05));
   ADD_FAILURE() << name;
   return nullptr;
 }
@@ -75,7 +75,7 @@ TEST(Optim, ThreeStepsMatchTorch) {
 
 TEST(Optim, StateDictNames) {
   std::vector<Tensor> ps = init_params("sgd_skip");
-  optim::SGD sgd(ps, {.lr = 0.1, .momentum = 0.9});
+  optim::SGD sgd(ps, optim::SGDOptions(0.1).momentum(0.9));
   set_grads("sgd_skip", ps, 1);  // p1 has no grad: no buffer for it
   sgd.step();
   std::vector<std::string> names;
@@ -116,13 +116,13 @@ void check_round_trip(const Options& o) {
 }
 
 TEST(Optim, StateRoundTrip) {
-  check_round_trip<optim::SGD>(optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
-  check_round_trip<optim::AdamW>(optim::AdamWOptions{.lr = 0.003, .beta1 = 0.85, .weight_decay = 0.2});
+  check_round_trip<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3).nesterov(true));
+  check_round_trip<optim::AdamW>(optim::AdamWOptions(0.003).beta1(0.85).weight_decay(0.2));
 }
 
 TEST(Optim, LoadStateErrors) {
   std::vector<Tensor> ps = init_params("sgd");
-  optim::SGD sgd(ps, {.lr = 0.1, .momentum = 0.9});
+  optim::SGD sgd(ps, optim::SGDOptions(0.1).momentum(0.9));
   nn::TensorDict bad = {{"lr", full({}, 0.1, dtype(DType::Float64))},
                         {"momentum_buffer.0", zeros({3, 4})},
                         {"momentum_buffer.7", zeros({5})},
@@ -136,18 +136,41 @@ TEST(Optim, LoadStateErrors) {
   EXPECT_KILN_ERROR(adam.load_state_dict({{"momentum_buffer.0", zeros({4, 3})}}), "unexpected key");
 }
 
+// Optimizer options read like nn's: chainable setters, getters of the same name.
+TEST(Optim, OptionsAreChainableBuilders) {
+  optim::SGDOptions s = optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(5e-4);
+  EXPECT_EQ(s.lr(), 0.1);
+  EXPECT_EQ(s.momentum(), 0.9);
+  EXPECT_TRUE(s.nesterov());
+  EXPECT_EQ(s.weight_decay(), 5e-4);
+  EXPECT_EQ(s.dampening(), 0.0);
+  EXPECT_EQ(optim::SGDOptions().lr(), 0.01);
+  optim::AdamWOptions a = optim::AdamWOptions(3e-4).betas(0.8, 0.95).weight_decay(0.1);
+  EXPECT_EQ(a.lr(), 3e-4);
+  EXPECT_EQ(a.beta1(), 0.8);
+  EXPECT_EQ(a.beta2(), 0.95);
+  EXPECT_EQ(a.eps(), 1e-8);
+  EXPECT_EQ(a.weight_decay(), 0.1);
+  std::vector<Tensor> ps = init_params("sgd");
+  optim::SGD opt(ps, s);
+  EXPECT_EQ(opt.lr(), 0.1);
+  EXPECT_TRUE(opt.options.nesterov());
+  optim::AdamW adam(ps, a);
+  EXPECT_EQ(adam.options.beta2(), 0.95);
+}
+
 TEST(Optim, ConstructionErrors) {
   std::vector<Tensor> ps = init_params("sgd");
-  EXPECT_KILN_ERROR(optim::SGD(ps, {.lr = 0.1, .momentum = 0, .nesterov = true}), "nesterov");
-  EXPECT_KILN_ERROR(optim::SGD(ps, {.lr = -1}), "lr must be >= 0");
+  EXPECT_KILN_ERROR(optim::SGD(ps, optim::SGDOptions(0.1).momentum(0).nesterov(true)), "nesterov");
+  EXPECT_KILN_ERROR(optim::SGD(ps, optim::SGDOptions(-1)), "lr must be >= 0");
   EXPECT_KILN_ERROR(optim::SGD({ps[0], ps[0]}, {}), "more than once");
   EXPECT_KILN_ERROR(optim::SGD({zeros({2}, dtype(DType::Int64))}, {}), "floating-point");
-  EXPECT_KILN_ERROR(optim::AdamW(ps, {.beta1 = 1.0}), "betas");
+  EXPECT_KILN_ERROR(optim::AdamW(ps, optim::AdamWOptions().beta1(1.0)), "betas");
 }
 
 TEST(Optim, ZeroGradAndSkippedParams) {
   std::vector<Tensor> ps = init_params("sgd");
-  optim::SGD sgd(ps, {.lr = 0.1});
+  optim::SGD sgd(ps, optim::SGDOptions(0.1));
   set_grads("sgd", ps, 0);
   sgd.zero_grad();
   for (auto& p : ps) EXPECT_FALSE(p.grad().defined());
@@ -162,7 +185,7 @@ TEST(Optim, TrainsATinyModel) {
   nn::Linear lin(3, 1);
   Tensor x = randn({64, 3});
   Tensor y = matmul(x, from_vector(std::vector<float>{1.0f, -2.0f, 0.5f}, {3, 1})) + 0.3;
-  optim::SGD opt(lin.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD opt(lin.parameters(), optim::SGDOptions(0.1).momentum(0.9));
   double first = 0, last = 0;
   for (int i = 0; i < 100; ++i) {
     opt.zero_grad();

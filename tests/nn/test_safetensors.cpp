@@ -253,7 +253,7 @@ TEST(Safetensors, ModelAndOptimizerCheckpointRoundTrip) {
   manual_seed(4);
   nn::Sequential a({std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 4, 3)), std::make_shared<nn::BatchNorm2d>(4),
                     std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(16, 2)});
-  optim::SGD oa(a.parameters(), {.lr = 0.05, .momentum = 0.9, .nesterov = true});
+  optim::SGD oa(a.parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
   Tensor x = randn({2, 3, 4, 4});
   for (int i = 0; i < 2; ++i) {
     oa.zero_grad();
@@ -278,7 +278,7 @@ TEST(Safetensors, ModelAndOptimizerCheckpointRoundTrip) {
   }
   b.load_state_dict(model);
   ob.load_state_dict(opt);
-  EXPECT_TRUE(ob.options.nesterov);
+  EXPECT_TRUE(ob.options.nesterov());
   oa.zero_grad();
   ob.zero_grad();
   a.forward(x).sum().backward();

@@ -141,7 +141,7 @@ TEST(VersionCounter, WritesThatAreNotReadAreFine) {
 TEST(VersionCounter, OptimizerStepThenNewGraphIsFine) {
   Tensor w = leaf({1, 2, 3});
   Tensor x = from_vector(std::vector<float>{1, 1, 1}, {3});
-  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  optim::SGD opt({w}, optim::SGDOptions(0.1).momentum(0.9));
   for (int step = 0; step < 3; ++step) {
     opt.zero_grad();
     Tensor loss = mul(mul(w, w), x).sum();
