@@ -423,27 +423,43 @@ Tensors conv2d_back(const BackwardCtx& c, TensorSpan g) {
   return out;
 }
 
-// ---- conv2d_backward_input(grad_out, weight) -> grad_input ----
+// ---- conv2d_backward_input / conv2d_backward_weight ----
 void check_grad_out(const Tensor& go, const ConvGeom& g, const char* op) {
   Shape want{g.N, g.O, g.OH, g.OW};
   KILN_CHECK(go.shape() == want, op, ": grad_out has shape ", shape_str(go.shape()), " but the convolution's output is ",
              shape_str(want));
 }
-std::vector<TensorMeta> conv2d_bwd_input_infer(TensorSpan in, const Attrs& a) {
+// The two backward ops take (grad_out, other) and the shape of what they
+// produce as an attribute: for Data, other is the weight and the attribute
+// input_shape; for Weights, other is the input and the attribute weight_shape.
+template <Kind K>
+struct BackwardOp {
+  static constexpr bool kData = K == Kind::BackwardData;
+  static constexpr const char* name = kData ? "conv2d_backward_input" : "conv2d_backward_weight";
+  static constexpr const char* other = kData ? "weight" : "input";
+  static const Shape& out_shape(const Attrs& a) { return a.ints(kData ? "input_shape" : "weight_shape"); }
+  static ConvGeom geometry(const Tensor& other_t, const Attrs& a) {
+    return kData ? conv_geometry(out_shape(a), other_t.shape(), a, name)
+                 : conv_geometry(other_t.shape(), out_shape(a), a, name);
+  }
+};
+template <Kind K>
+std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
+  using Op = BackwardOp<K>;
   const Tensor& go = in[0];
-  const Tensor& w = in[1];
-  check_float(go, "conv2d_backward_input", "grad_out");
-  KILN_CHECK(go.dtype() == w.dtype(), "conv2d_backward_input: grad_out is ", dtype_name(go.dtype()),
-             " but weight is ", dtype_name(w.dtype()));
-  const Shape& xs = a.ints("input_shape");
-  ConvGeom g = conv_geometry(xs, w.shape(), a, "conv2d_backward_input");
-  check_grad_out(go, g, "conv2d_backward_input");
-  return {{xs, go.dtype(), common_device(in, "conv2d_backward_input")}};
+  const Tensor& other = in[1];
+  check_float(go, Op::name, "grad_out");
+  KILN_CHECK(go.dtype() == other.dtype(), Op::name, ": grad_out is ", dtype_name(go.dtype()), " but ", Op::other,
+             " is ", dtype_name(other.dtype()));
+  check_grad_out(go, Op::geometry(other, a), Op::name);
+  return {{Op::out_shape(a), go.dtype(), common_device(in, Op::name)}};
 }
-void conv2d_bwd_input_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  ConvGeom g = conv_geometry(a.ints("input_shape"), in[1].shape(), a, "conv2d_backward_input");
-  conv_compute(Kind::BackwardData, g, in[0], in[1], Tensor(), out[0]);
+template <Kind K>
+void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  conv_compute(K, BackwardOp<K>::geometry(in[1], a), in[0], in[1], Tensor(), out[0]);
 }
+
+// ---- conv2d_backward_input(grad_out, weight) -> grad_input ----
 // conv2d_backward_input is bilinear in (grad_out, weight): its derivative
 // is a forward convolution and a weight gradient.
 Tensors conv2d_bwd_input_back(const BackwardCtx& c, TensorSpan gg) {
@@ -457,21 +473,6 @@ Tensors conv2d_bwd_input_back(const BackwardCtx& c, TensorSpan gg) {
 }
 
 // ---- conv2d_backward_weight(grad_out, input) -> grad_weight ----
-std::vector<TensorMeta> conv2d_bwd_weight_infer(TensorSpan in, const Attrs& a) {
-  const Tensor& go = in[0];
-  const Tensor& x = in[1];
-  check_float(go, "conv2d_backward_weight", "grad_out");
-  KILN_CHECK(go.dtype() == x.dtype(), "conv2d_backward_weight: grad_out is ", dtype_name(go.dtype()),
-             " but input is ", dtype_name(x.dtype()));
-  const Shape& ws = a.ints("weight_shape");
-  ConvGeom g = conv_geometry(x.shape(), ws, a, "conv2d_backward_weight");
-  check_grad_out(go, g, "conv2d_backward_weight");
-  return {{ws, go.dtype(), common_device(in, "conv2d_backward_weight")}};
-}
-void conv2d_bwd_weight_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  ConvGeom g = conv_geometry(in[1].shape(), a.ints("weight_shape"), a, "conv2d_backward_weight");
-  conv_compute(Kind::BackwardWeights, g, in[0], in[1], Tensor(), out[0]);
-}
 Tensors conv2d_bwd_weight_back(const BackwardCtx& c, TensorSpan gg) {
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& go = c.inputs[0];
@@ -486,10 +487,10 @@ Tensors conv2d_bwd_weight_back(const BackwardCtx& c, TensorSpan gg) {
 
 void register_conv_ops() {
   define_op(kernel_op(OpId::conv2d, conv2d_infer, conv2d_kernel, conv2d_back, kSaveInputs));
-  define_op(kernel_op(OpId::conv2d_backward_input, conv2d_bwd_input_infer, conv2d_bwd_input_kernel,
-                      conv2d_bwd_input_back, kSaveInputs));
-  define_op(kernel_op(OpId::conv2d_backward_weight, conv2d_bwd_weight_infer, conv2d_bwd_weight_kernel,
-                      conv2d_bwd_weight_back, kSaveInputs));
+  define_op(kernel_op(OpId::conv2d_backward_input, conv2d_bwd_infer<Kind::BackwardData>,
+                      conv2d_bwd_kernel<Kind::BackwardData>, conv2d_bwd_input_back, kSaveInputs));
+  define_op(kernel_op(OpId::conv2d_backward_weight, conv2d_bwd_infer<Kind::BackwardWeights>,
+                      conv2d_bwd_kernel<Kind::BackwardWeights>, conv2d_bwd_weight_back, kSaveInputs));
 }
 
 // ---- public functions ----

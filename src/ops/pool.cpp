@@ -281,8 +281,11 @@ Tensors max_pool_bwd_back(const BackwardCtx& c, TensorSpan gg) {
 // ---------------------------------------------------------------------------
 // avg_pool2d
 
-template <typename T>
-void avg_pool_plane(const PoolGeom& g, bool include_pad, const T* x, T* y) {
+// Calls f(o, h0, h1, w0, w1, divisor) for each output o of an avg pool: its
+// window [h0, h1) x [w0, w1) clipped to the input (empty when h0 >= h1 or
+// w0 >= w1: all padding) and PyTorch's divisor for it.
+template <typename F>
+void for_each_avg_window(const PoolGeom& g, bool include_pad, F&& f) {
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     int64_t hs = oh * g.sh - g.ph, he = std::min(hs + g.kh, g.H + g.ph);
     for (int64_t ow = 0; ow < g.OW; ++ow) {
@@ -290,36 +293,34 @@ void avg_pool_plane(const PoolGeom& g, bool include_pad, const T* x, T* y) {
       int64_t pool = (he - hs) * (we - ws);
       int64_t h0 = std::max<int64_t>(hs, 0), w0 = std::max<int64_t>(ws, 0);
       int64_t h1 = std::min(he, g.H), w1 = std::min(we, g.W);
-      if (h0 >= h1 || w0 >= w1) {
-        y[oh * g.OW + ow] = T(0);
-        continue;
-      }
-      T s = 0;
-      for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) s += x[h * g.W + w];
-      int64_t div = include_pad ? pool : (h1 - h0) * (w1 - w0);
-      y[oh * g.OW + ow] = s / static_cast<T>(div);
+      f(oh * g.OW + ow, h0, h1, w0, w1, include_pad ? pool : (h1 - h0) * (w1 - w0));
     }
   }
 }
 
 template <typename T>
+void avg_pool_plane(const PoolGeom& g, bool include_pad, const T* x, T* y) {
+  for_each_avg_window(g, include_pad, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
+    if (h0 >= h1 || w0 >= w1) {
+      y[o] = T(0);
+      return;
+    }
+    T s = 0;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) s += x[h * g.W + w];
+    y[o] = s / static_cast<T>(div);
+  });
+}
+
+template <typename T>
 void avg_pool_bwd_plane(const PoolGeom& g, bool include_pad, const T* gy, T* gx) {
   std::memset(static_cast<void*>(gx), 0, sizeof(T) * g.H * g.W);
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    int64_t hs = oh * g.sh - g.ph, he = std::min(hs + g.kh, g.H + g.ph);
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      int64_t ws = ow * g.sw - g.pw, we = std::min(ws + g.kw, g.W + g.pw);
-      int64_t pool = (he - hs) * (we - ws);
-      int64_t h0 = std::max<int64_t>(hs, 0), w0 = std::max<int64_t>(ws, 0);
-      int64_t h1 = std::min(he, g.H), w1 = std::min(we, g.W);
-      if (h0 >= h1 || w0 >= w1) continue;
-      int64_t div = include_pad ? pool : (h1 - h0) * (w1 - w0);
-      T v = gy[oh * g.OW + ow] / static_cast<T>(div);
-      for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) gx[h * g.W + w] += v;
-    }
-  }
+  for_each_avg_window(g, include_pad, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
+    if (h0 >= h1 || w0 >= w1) return;
+    T v = gy[o] / static_cast<T>(div);
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) gx[h * g.W + w] += v;
+  });
 }
 
 std::vector<TensorMeta> avg_pool_infer(TensorSpan in, const Attrs& a) {
