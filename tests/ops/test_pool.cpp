@@ -1,5 +1,8 @@
 // max/avg/adaptive pooling against PyTorch goldens (tools/goldens/gen_nn.py)
 // and finite-difference gradients in float64.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -168,6 +171,16 @@ TEST(Pool, MaxBackwardRejectsOutOfRangeIndex) {
       }
     }
   }
+  // Enough planes (4096 of 4x4) that the loop runs in an OpenMP parallel
+  // region (with 2+ threads): the error still comes out as a kiln::Error.
+  int prev = omp_get_max_threads();
+  omp_set_num_threads(std::max(2, prev));
+  Tensor big_go = ones({64, 64, 2, 2});
+  Tensor big_idx = zeros({64, 64, 2, 2}, dtype(DType::Int64));
+  big_idx.data<int64_t>()[big_idx.numel() - 1] = 99;
+  EXPECT_KILN_ERROR(max_pool2d_backward(big_go, big_idx, {64, 64, 4, 4}), "index 99", "outside the input plane");
+  omp_set_num_threads(prev);
+
   // In-range indices still scatter.
   Tensor go = from_vector(std::vector<float>{1, 2, 3, 4}, {1, 1, 2, 2});
   Tensor idx = from_vector(std::vector<int64_t>{0, 3, 3, 15}, {1, 1, 2, 2});
