@@ -10,6 +10,8 @@
 
 #include "kiln/data.h"
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
+
 namespace kiln::data::detail {
 
 // ---- files (cifar_binary.cpp) ----
@@ -73,18 +75,18 @@ std::vector<std::string_view> path_components(std::string_view path);
 // (<any prefix>/<class>/<file> when split is empty); empty when it is not one.
 std::string_view image_class_of(std::string_view path, const std::string& split);
 
-// ---- MD5 (md5.cpp) ----
+// ---- MD5 (checksum.cpp: OpenSSL's libcrypto) ----
 class Md5 {
  public:
   Md5();
+  ~Md5();
+  Md5(const Md5&) = delete;
+  Md5& operator=(const Md5&) = delete;
   void update(const void* data, size_t size);
   std::string hex_digest();  // finishes; call once
  private:
-  void block(const uint8_t* p);
-  uint32_t s_[4];
-  uint64_t length_ = 0;
-  uint8_t buf_[64];
-  size_t used_ = 0;
+  evp_md_ctx_st* ctx_;  // OpenSSL's EVP_MD_CTX
+  bool finished_ = false;
 };
 std::string md5_hex(const void* data, size_t size);
 std::string md5_file_hex(const std::string& path);
