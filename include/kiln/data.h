@@ -35,8 +35,11 @@ ImageDataset load_image_folder(const std::string& root, const std::vector<std::s
 ImageDataset load_image_folder_archive(const std::string& archive, const std::string& split,
                                        const std::vector<std::string>& classes = {});
 // Reads a CIFAR-10 archive (the official cifar-10-binary.tar.gz, or an image
-// folder tree with train/ and test/ splits as in ../shared/data) and writes
-// the official binary layout into data_dir/cifar-10-batches-bin atomically.
+// folder tree with train/ and test/ splits as in ../shared/data), or a
+// directory holding either unpacked (the same bytes result), and writes the
+// official binary layout into data_dir/cifar-10-batches-bin atomically.
+// Labels must be 0..9; a batches.meta.txt must list exactly 10 distinct names;
+// an image folder must have exactly 10 class directories.
 void import_cifar10(const std::string& archive, const std::string& data_dir);
 // Downloads the official binary archive, checks its published MD5, imports
 // it; without a network it throws kiln::Error naming `kiln data import`.

@@ -19,9 +19,15 @@ namespace kiln::data::detail {
 std::vector<uint8_t> read_file(const std::string& path, const char* what);
 bool is_regular_file(const std::string& path);
 int64_t file_size_or(const std::string& path, int64_t fallback);
-// Parses a CIFAR-10 binary batch (records of 1 label byte + 3072 CHW pixel
-// bytes) into images/labels at `record_offset`; `name` is used in errors.
+// The number of records in a CIFAR-10 binary batch of `nbytes` (records of
+// 1 label byte + 3072 CHW pixel bytes); kiln::Error naming `name` unless whole.
 int64_t cifar_records_in(const std::string& name, size_t nbytes);
+// Throws kiln::Error naming `name`, the record index and the label when a
+// record's label is not 0..9 (or the size is not whole records).
+void check_cifar_labels(const std::string& name, const uint8_t* data, size_t size);
+// The class names of a batches.meta.txt: exactly 10 distinct non-empty names,
+// one a line (surrounding blanks trimmed, blank lines ignored), else kiln::Error naming `name`.
+std::vector<std::string> parse_cifar_class_names(const std::string& name, const uint8_t* data, size_t size);
 constexpr int64_t kCifarRecordBytes = 1 + 3 * 32 * 32;
 constexpr int64_t kCifarRecordsPerFile = 10000;
 extern const std::vector<std::string> kCifar10TrainFiles;  // data_batch_1.bin .. data_batch_5.bin
@@ -37,6 +43,10 @@ struct ArchiveEntry {
 // archive on a missing, truncated or corrupt archive.
 std::vector<ArchiveEntry> read_archive(const std::string& archive,
                                        const std::function<bool(std::string_view path)>& keep);
+// The same for a directory tree: its regular files whose path relative to
+// `root` ('/'-separated) `keep` accepts, sorted by that path; entries whose
+// name starts with '.' (and what lies under them) are skipped.
+std::vector<ArchiveEntry> read_tree(const std::string& root, const std::function<bool(std::string_view path)>& keep);
 // Writes `files` (path, bytes) as a tar archive; compression chosen from the
 // extension (.tar, .tar.gz/.tgz, .tar.zst). Used by tests and tools.
 void write_archive(const std::string& archive, const std::vector<ArchiveEntry>& files);

@@ -105,6 +105,38 @@ TEST(DataCifarBinary, BadFilesNameTheFile) {
   EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), true), "data_batch_3.bin", "record 1", "label 200");
 }
 
+// Issue 7: batches.meta.txt with 300 names made label 200 valid (training then
+// failed inside nll_loss). It must list exactly 10 distinct non-empty names.
+TEST(DataCifarBinary, MetaFileMustListExactlyTenClasses) {
+  TempDir dir;
+  write_cifar(dir.path());
+  auto b = cifar_file(0, 3);
+  b[3073] = 200;
+  write_bytes(dir / "data_batch_3.bin", b);
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "class" + std::to_string(i) + "\n";
+  write_bytes(dir / "batches.meta.txt", std::vector<uint8_t>(many.begin(), many.end()));
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), true), "batches.meta.txt", "more than 10 class names",
+                    "exactly 10 distinct non-empty class names");
+  auto write_meta = [&](const std::string& text) {
+    write_bytes(dir / "batches.meta.txt", std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  write_meta("a\nb\nc\nd\ne\nf\ng\nh\ni\n");
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), false), "batches.meta.txt", "lists 9 class names");
+  write_meta("");
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), false), "batches.meta.txt", "lists 0 class names");
+  write_meta("a\nb\nc\nd\ne\nf\ng\nh\ni\na\n");
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), false), "batches.meta.txt", "'a' twice");
+  // Ten names with CRLF, surrounding blanks and blank lines (as the official file ends) are fine.
+  write_meta(" a\r\nb\r\nc\nd\ne\n\nf\ng\nh\ni\nj \n\n");
+  ImageDataset test = load_cifar10_binary(dir.path(), false);
+  EXPECT_EQ(test.classes, (std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}));
+  // With 10 names, label 200 is caught by the reader naming the file, record and label.
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), true), "data_batch_3.bin", "record 1", "label 200", "0..9");
+  std::filesystem::remove(dir / "batches.meta.txt");
+  EXPECT_EQ(load_cifar10_binary(dir.path(), false).classes, kCifar10Classes);
+}
+
 // ---------------------------------------------------------------- IDX / Fashion-MNIST
 std::vector<uint8_t> idx_images(int64_t n, int64_t h, int64_t w, uint32_t magic = 0x803) {
   std::vector<uint8_t> b;
