@@ -1,11 +1,17 @@
 // import_cifar10 round trips (official layout and image-folder archives) and
 // download_cifar10's failure paths (no network is touched: the URL points at
 // a closed local port or a local file).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -291,13 +297,74 @@ class ScopedEnv {
   std::string old_;
 };
 
+// An HTTP server on 127.0.0.1 that answers every request with `response`.
+class LocalHttpServer {
+ public:
+  explicit LocalHttpServer(std::string response) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 4) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("LocalHttpServer: cannot listen on 127.0.0.1");
+    port_ = ntohs(a.sin_port);
+    // Every connection until destruction (EXPECT_KILN_ERROR runs its statement twice).
+    thread_ = std::thread([this, response = std::move(response)] {
+      for (;;) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        char buf[4096];
+        (void)::recv(c, buf, sizeof buf, 0);  // the request line and headers
+        (void)::send(c, response.data(), response.size(), MSG_NOSIGNAL);
+        ::close(c);
+      }
+    });
+  }
+  ~LocalHttpServer() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept() when no request came
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 TEST(DataDownload, FailureNamesTheImportCommand) {
   TempDir dir;
   ScopedEnv url("KILN_CIFAR10_URL", "http://127.0.0.1:9/cifar-10-binary.tar.gz");
   EXPECT_KILN_ERROR(download_cifar10(dir / "d"), "download", "failed", "127.0.0.1:9",
                     "kiln data import cifar10 ARCHIVE", "KILN_CIFAR10_ARCHIVE");
   EXPECT_FALSE(has_cifar10_binary(dir / "d"));
-  EXPECT_TRUE(no_temp_dirs(dir / "d"));
+}
+
+// Issue 7: a failed download with a nonexistent KILN_DATA created that tree.
+TEST(DataDownload, FailureLeavesNoDirectoriesBehind) {
+  TempDir dir;
+  ScopedEnv url("KILN_CIFAR10_URL", "http://127.0.0.1:9/cifar-10-binary.tar.gz");
+  EXPECT_KILN_ERROR(download_cifar10(dir / "a/b/data"), "download", "failed", "no network?");
+  EXPECT_FALSE(std::filesystem::exists(dir / "a"));
+  // An existing directory stays, with what it held, and gets no temp file.
+  write_bytes(dir / "kept/notes.txt", {'n'});
+  EXPECT_KILN_ERROR(download_cifar10(dir / "kept"), "download", "failed");
+  EXPECT_TRUE(no_temp_dirs(dir / "kept"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "kept/notes.txt"));
+  EXPECT_KILN_ERROR(download_cifar10(dir / "kept/new/deeper"), "download", "failed");
+  EXPECT_FALSE(std::filesystem::exists(dir / "kept/new"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "kept"));
+}
+
+TEST(DataDownload, HttpErrorSaysTheStatus) {
+  TempDir dir;
+  LocalHttpServer server("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found");
+  ScopedEnv url("KILN_CIFAR10_URL", server.url("/cifar-10-binary.tar.gz"));
+  EXPECT_KILN_ERROR(download_cifar10(dir / "d"), "the server answered HTTP 404", "kiln data import cifar10 ARCHIVE");
+  EXPECT_FALSE(std::filesystem::exists(dir / "d"));
 }
 
 TEST(DataDownload, ChecksTheMd5ThenImports) {
@@ -312,13 +379,32 @@ TEST(DataDownload, ChecksTheMd5ThenImports) {
   // The published sum does not match this file.
   EXPECT_KILN_ERROR(download_cifar10(dir / "d"), "MD5", "c32a1d4ab5d03f1284b67883e8d87530",
                     "kiln data import cifar10 ARCHIVE");
-  EXPECT_FALSE(has_cifar10_binary(dir / "d"));
-  EXPECT_TRUE(no_temp_dirs(dir / "d"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "d"));
   ScopedEnv md5("KILN_CIFAR10_MD5", detail::md5_file_hex(archive));
   download_cifar10(dir / "d");
   EXPECT_TRUE(has_cifar10_binary(dir / "d"));
   EXPECT_EQ(load_cifar10_binary(dir / "d", false).size(), 1);
   EXPECT_TRUE(no_temp_dirs(dir / "d"));
+}
+
+// Over HTTP, with stderr not a terminal: the progress is a line per 10%.
+TEST(DataDownload, ServedArchiveShowsProgress) {
+  TempDir dir;
+  auto entries = official_entries(1);
+  detail::write_archive(dir / "served.tar", entries);
+  auto body = detail::read_file(dir / "served.tar", "test");
+  std::string response = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                         "\r\nConnection: close\r\n\r\n" + std::string(body.begin(), body.end());
+  LocalHttpServer server(response);
+  ScopedEnv url("KILN_CIFAR10_URL", server.url("/cifar-10-binary.tar.gz"));
+  ScopedEnv md5("KILN_CIFAR10_MD5", detail::md5_hex(body.data(), body.size()));
+  ::testing::internal::CaptureStderr();
+  download_cifar10(dir / "a/d");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("downloaded 100% of " + std::to_string(body.size()) + " bytes"), std::string::npos) << err;
+  EXPECT_NE(err.find("MD5"), std::string::npos) << err;
+  EXPECT_EQ(load_cifar10_binary(dir / "a/d", true).size(), 5);
+  EXPECT_TRUE(no_temp_dirs(dir / "a/d"));
 }
 
 }  // namespace
