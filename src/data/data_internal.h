@@ -14,6 +14,20 @@ struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace kiln::data::detail {
 
+// ---- size bounds: no crafted file makes a reader allocate without limit ----
+// Decompressed data may be at most kMaxInflateRatio times its compressed size
+// plus kInflateSlackBytes (small files are never refused). Real data sets
+// compress 1-5x (Fashion-MNIST IDX 1.8x, MNIST 4.7x, archives of JPEG/PNG about
+// 1x); deflate's own limit, 1032:1, is reached only by runs of one byte.
+constexpr uint64_t kMaxInflateRatio = 256;
+constexpr uint64_t kInflateSlackBytes = uint64_t(1) << 20;
+// No single declared size (an IDX header, an archive entry kiln keeps) over this.
+constexpr uint64_t kMaxDeclaredBytes = uint64_t(4) << 30;
+inline uint64_t max_inflated_bytes(uint64_t compressed_bytes) {
+  return compressed_bytes * kMaxInflateRatio + kInflateSlackBytes;
+}
+std::string byte_count_str(uint64_t bytes);  // "3.5 MiB (3670016 bytes)"
+
 // ---- files (cifar_binary.cpp) ----
 // The whole file; throws kiln::Error naming `what` and the path when it cannot be read.
 std::vector<uint8_t> read_file(const std::string& path, const char* what);
@@ -102,7 +116,9 @@ std::string md5_hex(const void* data, size_t size);
 std::string md5_file_hex(const std::string& path);
 
 // ---- gzip (idx.cpp) ----
-// The file's bytes, gunzipped when it is gzip (plain files pass through).
+// The file's bytes, gunzipped when it is gzip (plain files pass through);
+// kiln::Error when it would inflate past max_inflated_bytes(file size) or
+// kMaxDeclaredBytes. The IDX reader itself inflates no further than its header declares.
 std::vector<uint8_t> read_maybe_gzip(const std::string& path);
 
 // ---- DataLoader internals (augment.cpp) ----

@@ -219,6 +219,61 @@ TEST(DataIdx, BadFilesNameTheFileAndProblem) {
   EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), true), "train-labels-idx1-ubyte.gz", "label 3 is 10");
 }
 
+// An IDX images header (magic 0x803, n x h x w) followed by `data` bytes of zeros.
+std::vector<uint8_t> idx_header_then_zeros(uint32_t n, uint32_t h, uint32_t w, size_t data) {
+  std::vector<uint8_t> b;
+  for (uint32_t v : {0x803u, n, h, w})
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+  b.resize(b.size() + data, 0);
+  return b;
+}
+
+// Issue 7: a gzip IDX inflated with no cap. Now: never past what its header
+// declares, declared sizes over 4 GiB refused, and at most 256x the gzip
+// file's size + 1 MiB inflated.
+TEST(DataIdx, GzipNeverInflatesPastItsHeaderOrTheBound) {
+  TempDir dir;
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_labels(1));
+  // The header declares one 28x28 image; 16 MiB of zeros follow (a 16 KB gzip file).
+  auto gz = testing::gzip_bytes(idx_header_then_zeros(1, 28, 28, 16u << 20));
+  ASSERT_LT(gz.size(), 64u << 10);
+  write_bytes(dir / "t10k-images-idx3-ubyte.gz", gz);
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte.gz",
+                    "more data than its header declares", "[1, 28, 28]");
+  // The header declares 10000 28x28 images, all zero: 7.8 MB from an 8 KB gzip
+  // file, over 256x + 1 MiB: refused before inflating, naming the bound.
+  gz = testing::gzip_bytes(idx_header_then_zeros(10000, 28, 28, 10000 * 28 * 28));
+  write_bytes(dir / "t10k-images-idx3-ubyte.gz", gz);
+  std::vector<uint8_t> labels = idx_labels(10000);
+  write_bytes(dir / "t10k-labels-idx1-ubyte", labels);
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte.gz", "declares [10000, 28, 28]",
+                    "7.5 MiB (7840000 bytes)", "at most 256 times", "decompression bomb");
+  // The same images stored plainly read fine: the bound is on the ratio.
+  std::filesystem::remove(dir / "t10k-images-idx3-ubyte.gz");
+  write_bytes(dir / "t10k-images-idx3-ubyte", idx_header_then_zeros(10000, 28, 28, 10000 * 28 * 28));
+  EXPECT_EQ(load_fashion_mnist(dir.path(), false).size(), 10000);
+  std::filesystem::remove(dir / "t10k-images-idx3-ubyte");
+  // Over 4 GiB declared (65536 x 256 x 256 = 4 GiB + ...): refused by the header alone.
+  write_bytes(dir / "t10k-images-idx3-ubyte.gz", testing::gzip_bytes(idx_header_then_zeros(65537, 256, 256, 64)));
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte.gz", "declares [65537, 256, 256]",
+                    "at most 4 GiB");
+  // read_maybe_gzip (no header to go by) stops at the bound: 8 MiB of zeros is 8 KB of gzip.
+  write_bytes(dir / "zeros.gz", testing::gzip_bytes(std::vector<uint8_t>(8u << 20, 0)));
+  EXPECT_KILN_ERROR(detail::read_maybe_gzip(dir / "zeros.gz"), "zeros.gz", "inflates past", "decompression bomb");
+  write_bytes(dir / "ok.gz", testing::gzip_bytes(std::vector<uint8_t>(1000, 7)));
+  EXPECT_EQ(detail::read_maybe_gzip(dir / "ok.gz"), std::vector<uint8_t>(1000, 7));
+}
+
+TEST(DataIdx, PlainDataBeyondTheHeaderIsAnError) {
+  TempDir dir;
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_labels(2));
+  auto img = idx_images(2, 3, 3);
+  img.push_back(0);
+  write_bytes(dir / "t10k-images-idx3-ubyte", img);
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte", "holds 1 bytes more than",
+                    "[2, 3, 3]");
+}
+
 // ---------------------------------------------------------------- images
 std::vector<uint8_t> pattern_hwc(int h, int w, int c, int salt) {
   std::vector<uint8_t> p(static_cast<size_t>(h * w * c));
