@@ -23,6 +23,8 @@ constexpr uint64_t kMaxInflateRatio = 256;
 constexpr uint64_t kInflateSlackBytes = uint64_t(1) << 20;
 // No single declared size (an IDX header, an archive entry kiln keeps) over this.
 constexpr uint64_t kMaxDeclaredBytes = uint64_t(4) << 30;
+// The largest archive entry kiln keeps in memory (a CIFAR-10 batch is 30 MB).
+constexpr uint64_t kMaxArchiveEntryBytes = uint64_t(1) << 30;
 inline uint64_t max_inflated_bytes(uint64_t compressed_bytes) {
   return compressed_bytes * kMaxInflateRatio + kInflateSlackBytes;
 }
@@ -54,7 +56,8 @@ struct ArchiveEntry {
 };
 // Reads the regular-file entries of a .tar/.tar.gz/.tar.zst/... archive
 // whose path `keep` accepts, in archive order. Throws kiln::Error naming the
-// archive on a missing, truncated or corrupt archive.
+// archive on a missing, truncated or corrupt archive, and past the size
+// bounds above (max_inflated_bytes of the archive's size; kMaxArchiveEntryBytes).
 std::vector<ArchiveEntry> read_archive(const std::string& archive,
                                        const std::function<bool(std::string_view path)>& keep);
 // The same for a directory tree: its regular files whose path relative to

@@ -3,6 +3,8 @@
 // corrupt or truncated variants of each, which must raise kiln::Error naming
 // the file.
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -466,6 +468,38 @@ TEST(DataImageFolder, TruncatedAndCorruptArchives) {
   bad[7].data.resize(bad[7].data.size() / 2);
   detail::write_archive(dir / "bad.tar", bad);
   EXPECT_KILN_ERROR(load_image_folder_archive(dir / "bad.tar", "train"), "bad.tar:", bad[7].path.c_str());
+}
+
+// Issue 7: archive entries inflated with no cap. Now the decompressed stream
+// (skipped entries too) is at most 256x the archive's size + 1 MiB, and an
+// entry's data never goes past the size its header declares.
+TEST(DataImageFolder, ArchiveInflationIsBounded) {
+  TempDir dir;
+  auto entries = png_entries("train/", {"a", "b"}, 2, 4, 4, 0);
+  entries.push_back({"train/zeros.bin", std::vector<uint8_t>(8u << 20, 0)});  // skipped, but inflated to skip it
+  for (const char* ext : {".tar.gz", ".tar.zst"}) {
+    const std::string path = dir / (std::string("bomb") + ext);
+    detail::write_archive(path, entries);
+    ASSERT_LT(std::filesystem::file_size(path), 64u << 10) << ext;
+    EXPECT_KILN_ERROR(load_image_folder_archive(path, "train"), path.c_str(), "inflates past",
+                      "at most 256 times an archive's size", "decompression bomb");
+  }
+  // Plain tar: the same bytes are fine (the bound is on the ratio).
+  detail::write_archive(dir / "plain.tar", entries);
+  EXPECT_EQ(load_image_folder_archive(dir / "plain.tar", "train").size(), 4);
+
+  // An entry whose header declares 2 GiB in a 3 KB tar: refused before reading it.
+  detail::write_archive(dir / "one.tar", {entries[0]});
+  auto tar = detail::read_file(dir / "one.tar", "test");
+  ASSERT_GE(tar.size(), 1024u);
+  std::snprintf(reinterpret_cast<char*>(tar.data() + 124), 12, "%011o", 020000000000u);  // size field, octal
+  std::memset(tar.data() + 148, ' ', 8);  // checksum: sum of the header with this field as spaces
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += tar[i];
+  std::snprintf(reinterpret_cast<char*>(tar.data() + 148), 8, "%06o", sum);
+  write_bytes(dir / "huge.tar", tar);
+  EXPECT_KILN_ERROR(load_image_folder_archive(dir / "huge.tar", "train"), "huge.tar", "inflates past",
+                    "holds 2.0 GiB");
 }
 
 }  // namespace
