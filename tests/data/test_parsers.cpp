@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "data/data_internal.h"
 #include "data_test_util.h"
@@ -349,6 +350,44 @@ TEST(DataImages, CorruptAndTruncatedNameTheFile) {
   std::vector<uint8_t> junk = {'h', 'e', 'l', 'l', 'o'};
   EXPECT_KILN_ERROR(detail::decode_image(junk.data(), junk.size(), "junk.jpg"), "junk.jpg", "neither a JPEG nor a PNG");
   EXPECT_KILN_ERROR(detail::decode_image(nullptr, 0, "empty.png"), "empty.png");
+}
+
+// Issue 7: a header announcing 8000x8000 pixels in a file of a few hundred
+// bytes was allocated (192 MB) before the decoder found the data missing. Now
+// the decoded size is bounded by min(256 MiB, 24768 x the file's size) first.
+TEST(DataImages, HugeDeclaredDimensionsRefusedBeforeAllocating) {
+  auto px = pattern_hwc(8, 8, 3, 4);
+  auto png = detail::encode_png(px.data(), 8, 8, 3);
+  // IHDR: width at 16, height at 20 (big-endian), CRC over type+data at 29.
+  auto put32 = [](std::vector<uint8_t>& b, size_t at, uint32_t v) {
+    for (int k = 0; k < 4; ++k) b[at + k] = static_cast<uint8_t>(v >> (24 - 8 * k));
+  };
+  put32(png, 16, 8000);
+  put32(png, 20, 8000);
+  put32(png, 29, static_cast<uint32_t>(crc32(0, png.data() + 12, 17)));
+  EXPECT_KILN_ERROR(detail::decode_image(png.data(), png.size(), "big.png"), "big.png", "announces 8000x8000",
+                    "more than kiln decodes from a", "24768 per file byte");
+  auto jpg = detail::encode_jpeg(px.data(), 8, 8, 3, 90);
+  // SOF0 (FF C0): length(2) precision(1) height(2) width(2).
+  size_t sof = 0;
+  for (size_t i = 2; i + 1 < jpg.size(); ++i)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+      sof = i;
+      break;
+    }
+  ASSERT_GT(sof, 0u);
+  for (size_t at : {sof + 5, sof + 7}) {
+    jpg[at] = 8000 >> 8;
+    jpg[at + 1] = 8000 & 255;
+  }
+  EXPECT_KILN_ERROR(detail::decode_image(jpg.data(), jpg.size(), "big.jpg"), "big.jpg", "announces 8000x8000",
+                    "more than kiln decodes from a");
+  // A real image of that size is fine when its file is large enough: 600x600 grey noise.
+  std::vector<uint8_t> noise(600 * 600);
+  uint32_t s = 1;
+  for (auto& v : noise) v = static_cast<uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
+  auto big = detail::encode_png(noise.data(), 600, 600, 1);
+  EXPECT_EQ(detail::decode_image(big.data(), big.size(), "noise.png", 3).pixels.size(), 600u * 600u * 3u);
 }
 
 // ---------------------------------------------------------------- image folders
