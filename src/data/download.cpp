@@ -79,11 +79,12 @@ class Progress {
  public:
   Progress() : tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
   void update(curl_off_t now, curl_off_t total) {
-    if (now <= 0) return;
+    if (now <= 0 || now == last_now_) return;  // libcurl also calls while nothing arrives
     const auto t = std::chrono::steady_clock::now();
     if (tty_) {
       if (t - last_draw_ < std::chrono::milliseconds(100) && !(total > 0 && now == total)) return;
       last_draw_ = t;
+      last_now_ = now;
       const double secs = std::chrono::duration<double>(t - start_).count();
       const double mb = 1e-6 * static_cast<double>(now);
       char line[160];
@@ -116,6 +117,7 @@ class Progress {
  private:
   bool tty_;
   std::chrono::steady_clock::time_point start_, last_draw_{};
+  curl_off_t last_now_ = -1;
   int last_tenth_ = 0;
   bool drawn_ = false;
 };
