@@ -31,7 +31,12 @@ std::vector<ArchiveEntry> read_tree(const std::string& root, const std::function
   std::vector<ArchiveEntry> out;
   out.reserve(paths.size());
   for (auto& rel : paths) {
-    std::vector<uint8_t> bytes = read_file((fs::path(root) / rel).string(), "directory");
+    const std::string path = (fs::path(root) / rel).string();
+    const int64_t size = file_size_or(path, 0);
+    KILN_CHECK(static_cast<uint64_t>(size) <= kMaxArchiveEntryBytes, "directory: ", path, " is ",
+               byte_count_str(static_cast<uint64_t>(size)), "; kiln reads files up to ",
+               byte_count_str(kMaxArchiveEntryBytes), " here (a CIFAR-10 batch is 30 MB)");
+    std::vector<uint8_t> bytes = read_file(path, "directory");
     out.push_back({std::move(rel), std::move(bytes)});
   }
   return out;

@@ -67,7 +67,9 @@ int jpeg_decode_raw(const uint8_t* data, size_t size, int want, DecodedImage* ou
   jpeg_read_header(&cinfo, TRUE);
   int channels = want != 0 ? want : (cinfo.num_components == 1 ? 1 : 3);
   cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  if (too_large(cinfo.image_height, cinfo.image_width, static_cast<uint64_t>(channels), size)) {
+  // The decoder's own buffers grow with the file's components (up to 10), not only the output's.
+  if (too_large(cinfo.image_height, cinfo.image_width,
+                static_cast<uint64_t>(std::max(channels, cinfo.num_components)), size)) {
     std::snprintf(err->message, sizeof err->message,
                   "its header announces %ux%u pixels, more than kiln decodes from a %zu-byte file (at most %llu "
                   "decoded bytes: 24768 per file byte, 256 MiB in all)",

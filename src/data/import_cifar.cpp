@@ -5,6 +5,7 @@
 // renamed at the end).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -98,10 +99,13 @@ void import_cifar10(const std::string& archive, const std::string& data_dir) {
   // Names in messages: archive:entry, or dir/file.
   const std::string sep = from_dir ? "/" : ":";
   std::cerr << "kiln: importing CIFAR-10 from " << archive << " ...\n";
+  // Only the files an import uses are read (a directory may hold much else).
   auto keep = [](std::string_view p) {
     std::string base = basename_of(std::string(p));
-    return (base.size() > 4 && base.compare(base.size() - 4, 4, ".bin") == 0) || base == "batches.meta.txt" ||
-           !detail::image_class_of(p, "train").empty() || !detail::image_class_of(p, "test").empty();
+    const auto& train = detail::kCifar10TrainFiles;
+    return std::find(train.begin(), train.end(), base) != train.end() || base == detail::kCifar10TestFile ||
+           base == "batches.meta.txt" || !detail::image_class_of(p, "train").empty() ||
+           !detail::image_class_of(p, "test").empty();
   };
   std::vector<detail::ArchiveEntry> entries =
       from_dir ? detail::read_tree(archive, keep) : detail::read_archive(archive, keep);

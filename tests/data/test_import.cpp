@@ -231,6 +231,20 @@ TEST(DataImport, DirectoryImportsExactlyAsTheArchive) {
   EXPECT_KILN_ERROR(import_cifar10(dir / "nothing", dir / "d"), "nothing", "does not exist", "directory");
 }
 
+// A directory import reads only the files it uses, and none over 1 GiB
+// (sparse files: no disk space is used).
+TEST(DataImport, DirectoryReadsOnlyWhatItUsesWithinBounds) {
+  TempDir dir;
+  unpack(official_entries(1), dir / "src");
+  write_bytes(dir / "src/other/movie.bin", {});
+  std::filesystem::resize_file(dir / "src/other/movie.bin", 2ull << 30);
+  import_cifar10(dir / "src", dir / "d");
+  EXPECT_EQ(load_cifar10_binary(dir / "d", true).size(), 5);
+  std::filesystem::resize_file(dir / "src/cifar-10-batches-bin/data_batch_2.bin", (1ull << 30) + 1);
+  EXPECT_KILN_ERROR(import_cifar10(dir / "src", dir / "e"), "data_batch_2.bin", "1.0 GiB",
+                    "kiln reads files up to 1.0 GiB");
+}
+
 // Issue 7: a CIFAR batch with label 200 was imported; only `train` caught it.
 TEST(DataImport, RejectsLabelsOutOfRange) {
   TempDir dir;
