@@ -35,11 +35,16 @@ ImageDataset load_image_folder(const std::string& root, const std::vector<std::s
 ImageDataset load_image_folder_archive(const std::string& archive, const std::string& split,
                                        const std::vector<std::string>& classes = {});
 // Reads a CIFAR-10 archive (the official cifar-10-binary.tar.gz, or an image
-// folder tree with train/ and test/ splits as in ../shared/data) and writes
-// the official binary layout into data_dir/cifar-10-batches-bin atomically.
+// folder tree with train/ and test/ splits as in ../shared/data), or a
+// directory holding either unpacked (the same bytes result), and writes the
+// official binary layout into data_dir/cifar-10-batches-bin atomically.
+// Labels must be 0..9; a batches.meta.txt must list exactly 10 distinct names;
+// an image folder must have exactly 10 class directories.
 void import_cifar10(const std::string& archive, const std::string& data_dir);
-// Downloads the official binary archive, checks its published MD5, imports
-// it; without a network it throws kiln::Error naming `kiln data import`.
+// Downloads the official binary archive (libcurl; progress on stderr) into a
+// temp file, checks its published MD5, imports it; on any failure (without a
+// network: kiln::Error naming `kiln data import`) it leaves neither the temp
+// file nor any directory it created. KILN_CIFAR10_URL / KILN_CIFAR10_MD5 override.
 void download_cifar10(const std::string& data_dir);
 // Fashion-MNIST from IDX files (gzip or plain): train-images-idx3-ubyte.gz, ...
 ImageDataset load_fashion_mnist(const std::string& dir, bool train);

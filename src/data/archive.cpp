@@ -43,6 +43,20 @@ std::vector<ArchiveEntry> read_archive(const std::string& path,
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK)
     KILN_FAIL("archive: cannot read ", path, ": ", archive_error_string(a.get()),
               " (expected a .tar, .tar.gz or .tar.zst archive)");
+  // The bounds (data_internal.h): the decompressed stream, skipped entries
+  // included, at most max_inflated_bytes(archive size); a kept entry at most
+  // kMaxArchiveEntryBytes and never past its declared size; all kept entries
+  // together within the same stream bound.
+  const uint64_t archive_bytes = static_cast<uint64_t>(std::max<int64_t>(file_size_or(path, 0), 0));
+  const uint64_t cap = max_inflated_bytes(archive_bytes);
+  auto bomb = [&](uint64_t bytes) {
+    KILN_FAIL("archive: ", path, " inflates past kiln's bound of ", byte_count_str(cap), ": it holds ",
+              byte_count_str(bytes), " or more, where kiln reads at most ", kMaxInflateRatio,
+              " times an archive's size plus 1 MiB (this one is ", archive_bytes,
+              " bytes; archives of images compress about 1:1). The archive is corrupt or a decompression bomb.");
+  };
+  auto stream_pos = [&] { return static_cast<uint64_t>(std::max<la_int64_t>(archive_filter_bytes(a.get(), 0), 0)); };
+  uint64_t kept = 0;
   std::vector<ArchiveEntry> out;
   struct archive_entry* entry;
   int64_t seen = 0;
@@ -53,13 +67,20 @@ std::vector<ArchiveEntry> read_archive(const std::string& path,
       KILN_FAIL("archive: ", path, " is corrupt or truncated after ", seen, " entries: ",
                 archive_error_string(a.get()) ? archive_error_string(a.get()) : "unknown error");
     ++seen;
+    const bool sized = archive_entry_size_is_set(entry);
+    const uint64_t declared = sized ? static_cast<uint64_t>(std::max<la_int64_t>(archive_entry_size(entry), 0)) : 0;
+    // Checked before the next header skips this entry's data by inflating it.
+    if (stream_pos() + declared > cap) bomb(stream_pos() + declared);
     if (archive_entry_filetype(entry) != AE_IFREG) continue;
     const char* name = archive_entry_pathname(entry);
     if (!name || !keep(name)) continue;
     ArchiveEntry e;
     e.path = name;
-    if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
-      e.data.reserve(static_cast<size_t>(std::min<la_int64_t>(archive_entry_size(entry), 1 << 26)));
+    KILN_CHECK(declared <= kMaxArchiveEntryBytes, "archive: ", path, " entry ", e.path, " declares ",
+               byte_count_str(declared), "; kiln reads entries up to ", byte_count_str(kMaxArchiveEntryBytes),
+               " (a CIFAR-10 batch is 30 MB). The archive is corrupt.");
+    if (kept + declared > cap) bomb(kept + declared);
+    if (declared > 0) e.data.reserve(static_cast<size_t>(declared));
     const void* buf;
     size_t size;
     la_int64_t offset;
@@ -70,6 +91,14 @@ std::vector<ArchiveEntry> read_archive(const std::string& path,
         KILN_FAIL("archive: ", path, " is corrupt or truncated in entry ", e.path, ": ",
                   archive_error_string(a.get()) ? archive_error_string(a.get()) : "unknown error");
       KILN_CHECK(offset >= 0, "archive: bad data offset in ", path, " entry ", e.path);
+      const uint64_t end = static_cast<uint64_t>(offset) + size;
+      KILN_CHECK(!sized || end <= declared, "archive: ", path, " entry ", e.path, " holds more than the ", declared,
+                 " bytes its header declares; the archive is corrupt");
+      KILN_CHECK(end <= kMaxArchiveEntryBytes, "archive: ", path, " entry ", e.path, " is larger than ",
+                 byte_count_str(kMaxArchiveEntryBytes), ", the most kiln reads from one entry. The archive is corrupt.");
+      if (end > e.data.size() && kept + (end - e.data.size()) > cap) bomb(kept + (end - e.data.size()));
+      if (stream_pos() > cap) bomb(stream_pos());
+      if (end > e.data.size()) kept += end - e.data.size();
       const auto* bytes = static_cast<const uint8_t*>(buf);
       if (static_cast<size_t>(offset) == e.data.size()) {
         e.data.insert(e.data.end(), bytes, bytes + size);

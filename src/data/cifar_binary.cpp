@@ -2,11 +2,11 @@
 // file holds records of 1 label byte + 1024 R + 1024 G + 1024 B bytes.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string_view>
 
 #include "data/data_internal.h"
 #include "kiln/error.h"
@@ -58,6 +58,47 @@ int64_t cifar_records_in(const std::string& name, size_t nbytes) {
   return static_cast<int64_t>(nbytes) / kCifarRecordBytes;
 }
 
+std::vector<std::string> parse_cifar_class_names(const std::string& name, const uint8_t* data, size_t size) {
+  constexpr size_t kClasses = 10;
+  std::vector<std::string> names;
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (!line.empty()) {
+      // More than 10 is already an error: stop before storing a huge file's lines.
+      KILN_CHECK(names.size() < kClasses, "CIFAR-10: ", name, " lists more than ", kClasses,
+                 " class names; batches.meta.txt must list exactly 10 distinct non-empty class names, one a line ",
+                 "(blank lines are ignored), because CIFAR-10 labels are 0..9. Fix the file, or delete it to use ",
+                 "the official names (airplane .. truck).");
+      KILN_CHECK(std::find(names.begin(), names.end(), line) == names.end(), "CIFAR-10: ", name,
+                 " lists the class name '", line, "' twice; batches.meta.txt must list exactly 10 distinct non-empty ",
+                 "class names, one a line (blank lines are ignored). Fix the file, or delete it to use the official names.");
+      names.emplace_back(line);
+    }
+    start = end + 1;
+  }
+  KILN_CHECK(names.size() == kClasses, "CIFAR-10: ", name, " lists ", names.size(),
+             " class names; batches.meta.txt must list exactly 10 distinct non-empty class names, one a line ",
+             "(blank lines are ignored), because CIFAR-10 labels are 0..9. Fix the file, or delete it to use the ",
+             "official names (airplane .. truck).");
+  return names;
+}
+
+void check_cifar_labels(const std::string& name, const uint8_t* data, size_t size) {
+  const int64_t n = cifar_records_in(name, size);
+  const int64_t nclasses = static_cast<int64_t>(kCifar10Classes.size());
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t label = data[r * kCifarRecordBytes];
+    KILN_CHECK(label < nclasses, "CIFAR-10: ", name, " record ", r, " has label ", int(label), "; expected 0..",
+               nclasses - 1, " (CIFAR-10 has ", nclasses, " classes). The file is corrupt or not a CIFAR-10 batch.");
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -70,17 +111,12 @@ std::string batches_dir(const std::string& dir) {
   return dir;
 }
 
-// batches.meta.txt lists the class names, one a line; the official order otherwise.
+// batches.meta.txt lists the class names, one a line; the official names when it is absent.
 std::vector<std::string> read_class_names(const std::string& dir) {
-  std::ifstream in(dir + "/batches.meta.txt");
-  if (!in) return kCifar10Classes;
-  std::vector<std::string> names;
-  std::string line;
-  while (std::getline(in, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (!line.empty()) names.push_back(line);
-  }
-  return names.empty() ? kCifar10Classes : names;
+  const std::string path = dir + "/batches.meta.txt";
+  if (!detail::is_regular_file(path)) return kCifar10Classes;
+  std::vector<uint8_t> text = detail::read_file(path, "CIFAR-10");
+  return detail::parse_cifar_class_names(path, text.data(), text.size());
 }
 
 }  // namespace
@@ -117,16 +153,14 @@ ImageDataset load_cifar10_binary(const std::string& dir, bool train) {
   ds.labels = Tensor::empty({total}, DType::Int64);
   uint8_t* img = ds.images.data<uint8_t>();
   int64_t* lab = ds.labels.data<int64_t>();
-  const int64_t nclasses = static_cast<int64_t>(ds.classes.size());
   int64_t at = 0;
   for (size_t fi = 0; fi < files.size(); ++fi) {
     std::vector<uint8_t> bytes = detail::read_file(files[fi], "CIFAR-10");
     int64_t n = detail::cifar_records_in(files[fi], bytes.size());
     KILN_CHECK(n == counts[fi], "CIFAR-10: ", files[fi], " changed size while being read");
+    detail::check_cifar_labels(files[fi], bytes.data(), bytes.size());
     for (int64_t r = 0; r < n; ++r) {
       const uint8_t* rec = bytes.data() + r * detail::kCifarRecordBytes;
-      KILN_CHECK(rec[0] < nclasses, "CIFAR-10: ", files[fi], " record ", r, " has label ", int(rec[0]),
-                 "; expected 0..", nclasses - 1, ". The file is corrupt or not a CIFAR-10 batch.");
       lab[at] = rec[0];
       std::memcpy(img + at * 3072, rec + 1, 3072);
       ++at;

@@ -10,16 +10,40 @@
 
 #include "kiln/data.h"
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
+
 namespace kiln::data::detail {
+
+// ---- size bounds: no crafted file makes a reader allocate without limit ----
+// Decompressed data may be at most kMaxInflateRatio times its compressed size
+// plus kInflateSlackBytes (small files are never refused). Real data sets
+// compress 1-5x (Fashion-MNIST IDX 1.8x, MNIST 4.7x, archives of JPEG/PNG about
+// 1x); deflate's own limit, 1032:1, is reached only by runs of one byte.
+constexpr uint64_t kMaxInflateRatio = 256;
+constexpr uint64_t kInflateSlackBytes = uint64_t(1) << 20;
+// No single declared size (an IDX header, an archive entry kiln keeps) over this.
+constexpr uint64_t kMaxDeclaredBytes = uint64_t(4) << 30;
+// The largest archive entry kiln keeps in memory (a CIFAR-10 batch is 30 MB).
+constexpr uint64_t kMaxArchiveEntryBytes = uint64_t(1) << 30;
+inline uint64_t max_inflated_bytes(uint64_t compressed_bytes) {
+  return compressed_bytes * kMaxInflateRatio + kInflateSlackBytes;
+}
+std::string byte_count_str(uint64_t bytes);  // "3.5 MiB (3670016 bytes)"
 
 // ---- files (cifar_binary.cpp) ----
 // The whole file; throws kiln::Error naming `what` and the path when it cannot be read.
 std::vector<uint8_t> read_file(const std::string& path, const char* what);
 bool is_regular_file(const std::string& path);
 int64_t file_size_or(const std::string& path, int64_t fallback);
-// Parses a CIFAR-10 binary batch (records of 1 label byte + 3072 CHW pixel
-// bytes) into images/labels at `record_offset`; `name` is used in errors.
+// The number of records in a CIFAR-10 binary batch of `nbytes` (records of
+// 1 label byte + 3072 CHW pixel bytes); kiln::Error naming `name` unless whole.
 int64_t cifar_records_in(const std::string& name, size_t nbytes);
+// Throws kiln::Error naming `name`, the record index and the label when a
+// record's label is not 0..9 (or the size is not whole records).
+void check_cifar_labels(const std::string& name, const uint8_t* data, size_t size);
+// The class names of a batches.meta.txt: exactly 10 distinct non-empty names,
+// one a line (surrounding blanks trimmed, blank lines ignored), else kiln::Error naming `name`.
+std::vector<std::string> parse_cifar_class_names(const std::string& name, const uint8_t* data, size_t size);
 constexpr int64_t kCifarRecordBytes = 1 + 3 * 32 * 32;
 constexpr int64_t kCifarRecordsPerFile = 10000;
 extern const std::vector<std::string> kCifar10TrainFiles;  // data_batch_1.bin .. data_batch_5.bin
@@ -32,9 +56,14 @@ struct ArchiveEntry {
 };
 // Reads the regular-file entries of a .tar/.tar.gz/.tar.zst/... archive
 // whose path `keep` accepts, in archive order. Throws kiln::Error naming the
-// archive on a missing, truncated or corrupt archive.
+// archive on a missing, truncated or corrupt archive, and past the size
+// bounds above (max_inflated_bytes of the archive's size; kMaxArchiveEntryBytes).
 std::vector<ArchiveEntry> read_archive(const std::string& archive,
                                        const std::function<bool(std::string_view path)>& keep);
+// The same for a directory tree: its regular files whose path relative to
+// `root` ('/'-separated) `keep` accepts, sorted by that path; entries whose
+// name starts with '.' (and what lies under them) are skipped.
+std::vector<ArchiveEntry> read_tree(const std::string& root, const std::function<bool(std::string_view path)>& keep);
 // Writes `files` (path, bytes) as a tar archive; compression chosen from the
 // extension (.tar, .tar.gz/.tgz, .tar.zst). Used by tests and tools.
 void write_archive(const std::string& archive, const std::vector<ArchiveEntry>& files);
@@ -73,24 +102,26 @@ std::vector<std::string_view> path_components(std::string_view path);
 // (<any prefix>/<class>/<file> when split is empty); empty when it is not one.
 std::string_view image_class_of(std::string_view path, const std::string& split);
 
-// ---- MD5 (md5.cpp) ----
+// ---- MD5 (checksum.cpp: OpenSSL's libcrypto) ----
 class Md5 {
  public:
   Md5();
+  ~Md5();
+  Md5(const Md5&) = delete;
+  Md5& operator=(const Md5&) = delete;
   void update(const void* data, size_t size);
   std::string hex_digest();  // finishes; call once
  private:
-  void block(const uint8_t* p);
-  uint32_t s_[4];
-  uint64_t length_ = 0;
-  uint8_t buf_[64];
-  size_t used_ = 0;
+  evp_md_ctx_st* ctx_;  // OpenSSL's EVP_MD_CTX
+  bool finished_ = false;
 };
 std::string md5_hex(const void* data, size_t size);
 std::string md5_file_hex(const std::string& path);
 
 // ---- gzip (idx.cpp) ----
-// The file's bytes, gunzipped when it is gzip (plain files pass through).
+// The file's bytes, gunzipped when it is gzip (plain files pass through);
+// kiln::Error when it would inflate past max_inflated_bytes(file size) or
+// kMaxDeclaredBytes. The IDX reader itself inflates no further than its header declares.
 std::vector<uint8_t> read_maybe_gzip(const std::string& path);
 
 // ---- DataLoader internals (augment.cpp) ----

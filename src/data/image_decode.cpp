@@ -1,6 +1,7 @@
 // JPEG (libjpeg-turbo) and PNG (libpng) decoding from memory. Decoder errors
 // and warnings (a truncated or corrupt JPEG is only a warning to libjpeg)
 // become kiln::Error naming the file, never exit() or a partial image.
+#include <algorithm>
 #include <cctype>
 #include <csetjmp>
 #include <cstdio>
@@ -17,10 +18,20 @@
 namespace kiln::data::detail {
 namespace {
 
-// Larger images are refused before allocating (a corrupt header can announce
-// gigapixels): far beyond what a training set of small images holds.
+// Images are refused before allocating when their header announces more
+// decoded bytes (height x width x channels) than
+//   min(256 MiB, 24768 x the file's size).
+// 256 MiB is far beyond what a training set of small images holds. 24768 =
+// 1032 x 8 x 3 is what no valid PNG exceeds (deflate inflates at most 1032:1,
+// a 1-bit pixel becomes a byte, grey becomes RGB) and about what a
+// Huffman-coded JPEG can reach (at least one bit per 8x8 block of its
+// least-sampled component); only a corrupt header asks for more.
 constexpr uint64_t kMaxImageBytes = uint64_t(1) << 28;
-bool too_large(uint64_t h, uint64_t w, uint64_t c) { return h * w * c > kMaxImageBytes; }
+constexpr uint64_t kMaxImageBytesPerFileByte = 1032 * 8 * 3;
+uint64_t max_image_bytes(size_t file_bytes) {
+  return std::min<uint64_t>(kMaxImageBytes, kMaxImageBytesPerFileByte * static_cast<uint64_t>(file_bytes));
+}
+bool too_large(uint64_t h, uint64_t w, uint64_t c, size_t file_bytes) { return h * w * c > max_image_bytes(file_bytes); }
 
 struct JpegError {
   jpeg_error_mgr mgr;
@@ -56,9 +67,14 @@ int jpeg_decode_raw(const uint8_t* data, size_t size, int want, DecodedImage* ou
   jpeg_read_header(&cinfo, TRUE);
   int channels = want != 0 ? want : (cinfo.num_components == 1 ? 1 : 3);
   cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  if (too_large(cinfo.image_height, cinfo.image_width, static_cast<uint64_t>(channels))) {
-    std::snprintf(err->message, sizeof err->message, "its header announces %ux%u pixels, more than kiln decodes",
-                  cinfo.image_height, cinfo.image_width);
+  // The decoder's own buffers grow with the file's components (up to 10), not only the output's.
+  if (too_large(cinfo.image_height, cinfo.image_width,
+                static_cast<uint64_t>(std::max(channels, cinfo.num_components)), size)) {
+    std::snprintf(err->message, sizeof err->message,
+                  "its header announces %ux%u pixels, more than kiln decodes from a %zu-byte file (at most %llu "
+                  "decoded bytes: 24768 per file byte, 256 MiB in all)",
+                  cinfo.image_height, cinfo.image_width, size,
+                  static_cast<unsigned long long>(max_image_bytes(size)));
     jpeg_destroy_decompress(&cinfo);
     return 1;
   }
@@ -101,10 +117,11 @@ DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& nam
               "; the file is corrupt or truncated");
   int channels = want != 0 ? want : ((image.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1);
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  if (too_large(image.height, image.width, static_cast<uint64_t>(channels))) {
+  if (too_large(image.height, image.width, static_cast<uint64_t>(channels), size)) {
     png_image_free(&image);
     KILN_FAIL("image: cannot decode PNG ", name, ": its header announces ", image.height, "x", image.width,
-              " pixels, more than kiln decodes; the file is corrupt");
+              " pixels, more than kiln decodes from a ", size, "-byte file (at most ", max_image_bytes(size),
+              " decoded bytes: 24768 per file byte, 256 MiB in all); the file is corrupt");
   }
   DecodedImage img;
   img.height = image.height;

@@ -1,8 +1,11 @@
-// `kiln data import cifar10 ARCHIVE`: writes the official binary layout
+// `kiln data import cifar10 ARCHIVE|DIR`: writes the official binary layout
 // (cifar-10-batches-bin) from the official archive or from an image-folder
-// archive with train/ and test/ splits, atomically (a temp dir renamed at the end).
+// archive with train/ and test/ splits, or from a directory holding either
+// unpacked (same bytes out as from the archive), atomically (a temp dir
+// renamed at the end).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -64,12 +67,20 @@ Emit records_of(const ImageDataset& ds, std::vector<int64_t> rows) {
   };
 }
 
-void check_cifar_shape(const ImageDataset& ds, const std::string& archive) {
+void check_cifar_shape(const ImageDataset& ds) {
   KILN_CHECK(ds.images.size(1) == 3 && ds.images.size(2) == 32 && ds.images.size(3) == 32, "import cifar10: ",
              ds.source, " holds ", ds.images.size(1), "-channel ", ds.images.size(2), "x", ds.images.size(3),
              " images; the CIFAR-10 layout needs 32x32 RGB");
-  KILN_CHECK(ds.classes.size() <= 256, "import cifar10: ", archive, " has ", ds.classes.size(),
-             " classes; one label byte holds at most 256");
+}
+
+// CIFAR-10 has exactly 10 classes (labels 0..9, and the models kiln trains on it have 10 outputs).
+void check_cifar_classes(const ImageDataset& train, const std::string& source) {
+  std::string names;
+  for (size_t i = 0; i < train.classes.size() && i < 12; ++i) names += (i ? ", " : "") + train.classes[i];
+  if (train.classes.size() > 12) names += ", ...";
+  KILN_CHECK(train.classes.size() == kCifar10Classes.size(), "import cifar10: ", source, " has ",
+             train.classes.size(), " class directories under train/ (", names, "); CIFAR-10 needs exactly ",
+             kCifar10Classes.size(), " (train/<class>/<file>.jpg|png, one directory per class)");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -80,13 +91,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 void import_cifar10(const std::string& archive, const std::string& data_dir) {
   const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  const bool from_dir = fs::is_directory(archive, ec);
+  KILN_CHECK(from_dir || detail::is_regular_file(archive), "import cifar10: ", archive,
+             " does not exist; name the official cifar-10-binary.tar.gz, an image-folder archive (train/<class>/*.png ",
+             "and test/<class>/*.png entries), or a directory holding either unpacked");
+  // Names in messages: archive:entry, or dir/file.
+  const std::string sep = from_dir ? "/" : ":";
   std::cerr << "kiln: importing CIFAR-10 from " << archive << " ...\n";
+  // Only the files an import uses are read (a directory may hold much else).
   auto keep = [](std::string_view p) {
     std::string base = basename_of(std::string(p));
-    return (base.size() > 4 && base.compare(base.size() - 4, 4, ".bin") == 0) || base == "batches.meta.txt" ||
-           !detail::image_class_of(p, "train").empty() || !detail::image_class_of(p, "test").empty();
+    const auto& train = detail::kCifar10TrainFiles;
+    return std::find(train.begin(), train.end(), base) != train.end() || base == detail::kCifar10TestFile ||
+           base == "batches.meta.txt" || !detail::image_class_of(p, "train").empty() ||
+           !detail::image_class_of(p, "test").empty();
   };
-  std::vector<detail::ArchiveEntry> entries = detail::read_archive(archive, keep);
+  std::vector<detail::ArchiveEntry> entries =
+      from_dir ? detail::read_tree(archive, keep) : detail::read_archive(archive, keep);
   std::cerr << "kiln: read " << entries.size() << " entries in " << seconds_since(t0) << " s\n";
 
   std::vector<OutFile> out;
@@ -96,22 +118,28 @@ void import_cifar10(const std::string& archive, const std::string& data_dir) {
   bool official = false;
   for (const auto& e : entries) official = official || basename_of(e.path) == "data_batch_1.bin";
   if (official) {
+    // The class names first: they say how many labels are valid.
+    std::vector<uint8_t> meta;
+    bool has_meta = false;
+    for (const auto& e : entries)
+      if (basename_of(e.path) == "batches.meta.txt") {
+        detail::parse_cifar_class_names(archive + sep + e.path, e.data.data(), e.data.size());
+        meta = e.data;
+        has_meta = true;
+      }
+    if (!has_meta)
+      for (const auto& c : kCifar10Classes) meta.insert(meta.end(), c.begin(), c.end()), meta.push_back('\n');
     for (const auto& name : wanted) {
       const detail::ArchiveEntry* found = nullptr;
       for (const auto& e : entries)
         if (basename_of(e.path) == name) found = &e;
       KILN_CHECK(found, "import cifar10: ", archive, " holds data_batch_1.bin but no ", name,
                  "; the archive is incomplete");
-      detail::cifar_records_in(archive + ":" + found->path, found->data.size());
+      detail::check_cifar_labels(archive + sep + found->path, found->data.data(), found->data.size());
       const uint8_t* data = found->data.data();
       const size_t size = found->data.size();
       out.push_back({name, [data, size](const auto& write) { write(data, size); }});
     }
-    std::vector<uint8_t> meta;
-    for (const auto& e : entries)
-      if (basename_of(e.path) == "batches.meta.txt") meta = e.data;
-    if (meta.empty())
-      for (const auto& c : kCifar10Classes) meta.insert(meta.end(), c.begin(), c.end()), meta.push_back('\n');
     out.push_back({"batches.meta.txt", bytes_of(std::move(meta))});
   } else {
     std::vector<detail::ImageFile> split_files[2];
@@ -119,16 +147,17 @@ void import_cifar10(const std::string& archive, const std::string& data_dir) {
     for (const auto& e : entries)
       for (int s = 0; s < 2; ++s) {
         std::string_view cls = detail::image_class_of(e.path, splits[s]);
-        if (!cls.empty()) split_files[s].push_back({std::string(cls), archive + ":" + e.path, e.data.data(), e.data.size()});
+        if (!cls.empty()) split_files[s].push_back({std::string(cls), archive + sep + e.path, e.data.data(), e.data.size()});
       }
     KILN_CHECK(!split_files[0].empty() && !split_files[1].empty(), "import cifar10: ", archive,
                " is neither the official cifar-10-binary.tar.gz (cifar-10-batches-bin/*.bin) nor an image folder with ",
                "train/<class>/<file>.jpg|png and test/<class>/<file>.jpg|png entries (found ", split_files[0].size(),
                " train and ", split_files[1].size(), " test images)");
     train = detail::decode_image_files(std::move(split_files[0]), {}, archive + " [train]");
+    check_cifar_classes(train, archive);
     test = detail::decode_image_files(std::move(split_files[1]), train.classes, archive + " [test]");
-    check_cifar_shape(train, archive);
-    check_cifar_shape(test, archive);
+    check_cifar_shape(train);
+    check_cifar_shape(test);
     std::cerr << "kiln: decoded " << train.size() << " train and " << test.size() << " test images in "
               << seconds_since(t0) << " s\n";
     // The official files mix classes in every batch: a fixed-seed shuffle does the same.
@@ -149,7 +178,6 @@ void import_cifar10(const std::string& archive, const std::string& data_dir) {
     out.push_back({"batches.meta.txt", bytes_of(std::vector<uint8_t>(meta.begin(), meta.end()))});
   }
 
-  std::error_code ec;
   fs::create_directories(data_dir, ec);
   KILN_CHECK(!ec, "import cifar10: cannot create ", data_dir, ": ", ec.message());
   const fs::path target = fs::path(data_dir) / "cifar-10-batches-bin";

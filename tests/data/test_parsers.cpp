@@ -3,9 +3,12 @@
 // corrupt or truncated variants of each, which must raise kiln::Error naming
 // the file.
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "data/data_internal.h"
 #include "data_test_util.h"
@@ -105,6 +108,38 @@ TEST(DataCifarBinary, BadFilesNameTheFile) {
   EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), true), "data_batch_3.bin", "record 1", "label 200");
 }
 
+// Issue 7: batches.meta.txt with 300 names made label 200 valid (training then
+// failed inside nll_loss). It must list exactly 10 distinct non-empty names.
+TEST(DataCifarBinary, MetaFileMustListExactlyTenClasses) {
+  TempDir dir;
+  write_cifar(dir.path());
+  auto b = cifar_file(0, 3);
+  b[3073] = 200;
+  write_bytes(dir / "data_batch_3.bin", b);
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "class" + std::to_string(i) + "\n";
+  write_bytes(dir / "batches.meta.txt", std::vector<uint8_t>(many.begin(), many.end()));
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), true), "batches.meta.txt", "more than 10 class names",
+                    "exactly 10 distinct non-empty class names");
+  auto write_meta = [&](const std::string& text) {
+    write_bytes(dir / "batches.meta.txt", std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  write_meta("a\nb\nc\nd\ne\nf\ng\nh\ni\n");
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), false), "batches.meta.txt", "lists 9 class names");
+  write_meta("");
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), false), "batches.meta.txt", "lists 0 class names");
+  write_meta("a\nb\nc\nd\ne\nf\ng\nh\ni\na\n");
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), false), "batches.meta.txt", "'a' twice");
+  // Ten names with CRLF, surrounding blanks and blank lines (as the official file ends) are fine.
+  write_meta(" a\r\nb\r\nc\nd\ne\n\nf\ng\nh\ni\nj \n\n");
+  ImageDataset test = load_cifar10_binary(dir.path(), false);
+  EXPECT_EQ(test.classes, (std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}));
+  // With 10 names, label 200 is caught by the reader naming the file, record and label.
+  EXPECT_KILN_ERROR(load_cifar10_binary(dir.path(), true), "data_batch_3.bin", "record 1", "label 200", "0..9");
+  std::filesystem::remove(dir / "batches.meta.txt");
+  EXPECT_EQ(load_cifar10_binary(dir.path(), false).classes, kCifar10Classes);
+}
+
 // ---------------------------------------------------------------- IDX / Fashion-MNIST
 std::vector<uint8_t> idx_images(int64_t n, int64_t h, int64_t w, uint32_t magic = 0x803) {
   std::vector<uint8_t> b;
@@ -187,6 +222,61 @@ TEST(DataIdx, BadFilesNameTheFileAndProblem) {
   EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), true), "train-labels-idx1-ubyte.gz", "label 3 is 10");
 }
 
+// An IDX images header (magic 0x803, n x h x w) followed by `data` bytes of zeros.
+std::vector<uint8_t> idx_header_then_zeros(uint32_t n, uint32_t h, uint32_t w, size_t data) {
+  std::vector<uint8_t> b;
+  for (uint32_t v : {0x803u, n, h, w})
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+  b.resize(b.size() + data, 0);
+  return b;
+}
+
+// Issue 7: a gzip IDX inflated with no cap. Now: never past what its header
+// declares, declared sizes over 4 GiB refused, and at most 256x the gzip
+// file's size + 1 MiB inflated.
+TEST(DataIdx, GzipNeverInflatesPastItsHeaderOrTheBound) {
+  TempDir dir;
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_labels(1));
+  // The header declares one 28x28 image; 16 MiB of zeros follow (a 16 KB gzip file).
+  auto gz = testing::gzip_bytes(idx_header_then_zeros(1, 28, 28, 16u << 20));
+  ASSERT_LT(gz.size(), 64u << 10);
+  write_bytes(dir / "t10k-images-idx3-ubyte.gz", gz);
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte.gz",
+                    "more data than its header declares", "[1, 28, 28]");
+  // The header declares 10000 28x28 images, all zero: 7.8 MB from an 8 KB gzip
+  // file, over 256x + 1 MiB: refused before inflating, naming the bound.
+  gz = testing::gzip_bytes(idx_header_then_zeros(10000, 28, 28, 10000 * 28 * 28));
+  write_bytes(dir / "t10k-images-idx3-ubyte.gz", gz);
+  std::vector<uint8_t> labels = idx_labels(10000);
+  write_bytes(dir / "t10k-labels-idx1-ubyte", labels);
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte.gz", "declares [10000, 28, 28]",
+                    "7.5 MiB (7840000 bytes)", "at most 256 times", "decompression bomb");
+  // The same images stored plainly read fine: the bound is on the ratio.
+  std::filesystem::remove(dir / "t10k-images-idx3-ubyte.gz");
+  write_bytes(dir / "t10k-images-idx3-ubyte", idx_header_then_zeros(10000, 28, 28, 10000 * 28 * 28));
+  EXPECT_EQ(load_fashion_mnist(dir.path(), false).size(), 10000);
+  std::filesystem::remove(dir / "t10k-images-idx3-ubyte");
+  // Over 4 GiB declared (65536 x 256 x 256 = 4 GiB + ...): refused by the header alone.
+  write_bytes(dir / "t10k-images-idx3-ubyte.gz", testing::gzip_bytes(idx_header_then_zeros(65537, 256, 256, 64)));
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte.gz", "declares [65537, 256, 256]",
+                    "at most 4 GiB");
+  // read_maybe_gzip (no header to go by) stops at the bound: 8 MiB of zeros is 8 KB of gzip.
+  write_bytes(dir / "zeros.gz", testing::gzip_bytes(std::vector<uint8_t>(8u << 20, 0)));
+  EXPECT_KILN_ERROR(detail::read_maybe_gzip(dir / "zeros.gz"), "zeros.gz", "inflates past", "decompression bomb");
+  write_bytes(dir / "ok.gz", testing::gzip_bytes(std::vector<uint8_t>(1000, 7)));
+  EXPECT_EQ(detail::read_maybe_gzip(dir / "ok.gz"), std::vector<uint8_t>(1000, 7));
+}
+
+TEST(DataIdx, PlainDataBeyondTheHeaderIsAnError) {
+  TempDir dir;
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_labels(2));
+  auto img = idx_images(2, 3, 3);
+  img.push_back(0);
+  write_bytes(dir / "t10k-images-idx3-ubyte", img);
+  EXPECT_KILN_ERROR(load_fashion_mnist(dir.path(), false), "t10k-images-idx3-ubyte", "holds 1 bytes more than",
+                    "[2, 3, 3]");
+}
+
 // ---------------------------------------------------------------- images
 std::vector<uint8_t> pattern_hwc(int h, int w, int c, int salt) {
   std::vector<uint8_t> p(static_cast<size_t>(h * w * c));
@@ -260,6 +350,44 @@ TEST(DataImages, CorruptAndTruncatedNameTheFile) {
   std::vector<uint8_t> junk = {'h', 'e', 'l', 'l', 'o'};
   EXPECT_KILN_ERROR(detail::decode_image(junk.data(), junk.size(), "junk.jpg"), "junk.jpg", "neither a JPEG nor a PNG");
   EXPECT_KILN_ERROR(detail::decode_image(nullptr, 0, "empty.png"), "empty.png");
+}
+
+// Issue 7: a header announcing 8000x8000 pixels in a file of a few hundred
+// bytes was allocated (192 MB) before the decoder found the data missing. Now
+// the decoded size is bounded by min(256 MiB, 24768 x the file's size) first.
+TEST(DataImages, HugeDeclaredDimensionsRefusedBeforeAllocating) {
+  auto px = pattern_hwc(8, 8, 3, 4);
+  auto png = detail::encode_png(px.data(), 8, 8, 3);
+  // IHDR: width at 16, height at 20 (big-endian), CRC over type+data at 29.
+  auto put32 = [](std::vector<uint8_t>& b, size_t at, uint32_t v) {
+    for (int k = 0; k < 4; ++k) b[at + k] = static_cast<uint8_t>(v >> (24 - 8 * k));
+  };
+  put32(png, 16, 8000);
+  put32(png, 20, 8000);
+  put32(png, 29, static_cast<uint32_t>(crc32(0, png.data() + 12, 17)));
+  EXPECT_KILN_ERROR(detail::decode_image(png.data(), png.size(), "big.png"), "big.png", "announces 8000x8000",
+                    "more than kiln decodes from a", "24768 per file byte");
+  auto jpg = detail::encode_jpeg(px.data(), 8, 8, 3, 90);
+  // SOF0 (FF C0): length(2) precision(1) height(2) width(2).
+  size_t sof = 0;
+  for (size_t i = 2; i + 1 < jpg.size(); ++i)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+      sof = i;
+      break;
+    }
+  ASSERT_GT(sof, 0u);
+  for (size_t at : {sof + 5, sof + 7}) {
+    jpg[at] = 8000 >> 8;
+    jpg[at + 1] = 8000 & 255;
+  }
+  EXPECT_KILN_ERROR(detail::decode_image(jpg.data(), jpg.size(), "big.jpg"), "big.jpg", "announces 8000x8000",
+                    "more than kiln decodes from a");
+  // A real image of that size is fine when its file is large enough: 600x600 grey noise.
+  std::vector<uint8_t> noise(600 * 600);
+  uint32_t s = 1;
+  for (auto& v : noise) v = static_cast<uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
+  auto big = detail::encode_png(noise.data(), 600, 600, 1);
+  EXPECT_EQ(detail::decode_image(big.data(), big.size(), "noise.png", 3).pixels.size(), 600u * 600u * 3u);
 }
 
 // ---------------------------------------------------------------- image folders
@@ -379,6 +507,38 @@ TEST(DataImageFolder, TruncatedAndCorruptArchives) {
   bad[7].data.resize(bad[7].data.size() / 2);
   detail::write_archive(dir / "bad.tar", bad);
   EXPECT_KILN_ERROR(load_image_folder_archive(dir / "bad.tar", "train"), "bad.tar:", bad[7].path.c_str());
+}
+
+// Issue 7: archive entries inflated with no cap. Now the decompressed stream
+// (skipped entries too) is at most 256x the archive's size + 1 MiB, and an
+// entry's data never goes past the size its header declares.
+TEST(DataImageFolder, ArchiveInflationIsBounded) {
+  TempDir dir;
+  auto entries = png_entries("train/", {"a", "b"}, 2, 4, 4, 0);
+  entries.push_back({"train/zeros.bin", std::vector<uint8_t>(8u << 20, 0)});  // skipped, but inflated to skip it
+  for (const char* ext : {".tar.gz", ".tar.zst"}) {
+    const std::string path = dir / (std::string("bomb") + ext);
+    detail::write_archive(path, entries);
+    ASSERT_LT(std::filesystem::file_size(path), 64u << 10) << ext;
+    EXPECT_KILN_ERROR(load_image_folder_archive(path, "train"), path.c_str(), "inflates past",
+                      "at most 256 times an archive's size", "decompression bomb");
+  }
+  // Plain tar: the same bytes are fine (the bound is on the ratio).
+  detail::write_archive(dir / "plain.tar", entries);
+  EXPECT_EQ(load_image_folder_archive(dir / "plain.tar", "train").size(), 4);
+
+  // An entry whose header declares 2 GiB in a 3 KB tar: refused before reading it.
+  detail::write_archive(dir / "one.tar", {entries[0]});
+  auto tar = detail::read_file(dir / "one.tar", "test");
+  ASSERT_GE(tar.size(), 1024u);
+  std::snprintf(reinterpret_cast<char*>(tar.data() + 124), 12, "%011o", 020000000000u);  // size field, octal
+  std::memset(tar.data() + 148, ' ', 8);  // checksum: sum of the header with this field as spaces
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += tar[i];
+  std::snprintf(reinterpret_cast<char*>(tar.data() + 148), 8, "%06o", sum);
+  write_bytes(dir / "huge.tar", tar);
+  EXPECT_KILN_ERROR(load_image_folder_archive(dir / "huge.tar", "train"), "huge.tar", "inflates past",
+                    "holds 2.0 GiB");
 }
 
 }  // namespace
