@@ -127,6 +127,7 @@ struct Invocation {
   DemoOptions demo;
   DataOptions data;
   BenchOpsOptions bench_ops;
+  std::string help_topic;  // kiln help COMMAND
   CLI::App* help = nullptr;
   CLI::App* demo_cmd = nullptr;
   CLI::App* train_cmd = nullptr;
@@ -266,7 +267,10 @@ void build(CLI::App& app, Invocation& inv) {
   add_train(app, inv);
   add_data(app, inv);
   add_bench(app, inv);
-  inv.help = app.add_subcommand("help", "print this text");
+  inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench")
+      ->check(one_of({"demo", "train", "data", "bench"}, "command"))
+      ->type_name("COMMAND");
   app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
 }
 
@@ -316,6 +320,10 @@ std::vector<const char*> with_program_name(int argc, const char* const* argv) {
 
 int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.help->parsed()) {
+    if (!inv.help_topic.empty()) {
+      std::cout << app.get_subcommand(inv.help_topic)->help(app.get_name());
+      return kExitOk;
+    }
     // app.help() would describe the selected subcommand, "help" itself.
     std::cout << app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
     return kExitOk;

@@ -93,7 +93,7 @@ TEST(CliHelp, EveryCommandsHelpExitsZeroAndListsItsOptions) {
       {"--help", "train"},         {"help", "bench"},           {"train --help", "--workers"},
       {"train -h", "--data-dir"},  {"demo --help", "--steps"},  {"data --help", "import"},
       {"data import --help", "FILE|DIR"}, {"data get --help", "--dir"}, {"bench --help", "ops"},
-      {"bench ops --help", "--cases"}};
+      {"bench ops --help", "--cases"}, {"help train", "Usage: kiln train"}};
   for (const auto& [args, fragment] : cases) {
     Outcome r = run_kiln(args, dir);
     EXPECT_EQ(r.rc, 0) << "kiln " << args << "\n" << show(r);
@@ -154,6 +154,7 @@ TEST(CliUsage, UnknownNamesAndArgumentsAreUsageErrors) {
   expect_usage_error("bench ops --cases nope", "unknown case 'nope'", dir);
   expect_usage_error("data import cifar10", "source is required", dir);
   expect_usage_error("data get mnist", "unknown data set 'mnist'", dir);
+  expect_usage_error("help frobnicate", "unknown command 'frobnicate'", dir);
 }
 
 TEST(CliParseOnly, AcceptsGoodLinesAndRejectsBadOnesWithoutRunning) {
@@ -235,8 +236,10 @@ TEST(CliTrain, RefusedWorkerThreadsAreAnError) {
   GTEST_SKIP() << "ulimit -v cannot coexist with AddressSanitizer's shadow memory";
 #endif
   fs::path dir = scratch_dir();
-  // 1 GB of address space fits the data and the model but not 256 thread stacks of 8 MB.
-  Outcome r = run_kiln("train " + kFmnist + " --steps 1 --workers 256", dir, "sh -c 'ulimit -v 1000000 && exec \"$0\" \"$@\"'");
+  // 1 GB of address space fits the data and the model but not 256 thread stacks
+  // of 16 MB (the default thread stack follows ulimit -s).
+  Outcome r = run_kiln("train " + kFmnist + " --steps 1 --workers 256", dir,
+                       "sh -c 'ulimit -s 16384 2>/dev/null; ulimit -v 1000000 && exec \"$0\" \"$@\"'");
   EXPECT_EQ(r.rc, 1) << show(r);
   EXPECT_NE(r.err.find("the system refused to start 256 data-loading threads"), std::string::npos) << show(r);
   EXPECT_NE(r.err.find("use fewer --workers"), std::string::npos) << show(r);
