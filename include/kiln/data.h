@@ -49,6 +49,11 @@ void download_cifar10(const std::string& data_dir);
 // Fashion-MNIST from IDX files (gzip or plain): train-images-idx3-ubyte.gz, ...
 ImageDataset load_fashion_mnist(const std::string& dir, bool train);
 std::string default_fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
+// Where Fashion-MNIST is looked for, first match wins: `explicit_dir` (a
+// --data-dir flag) when not empty, else $KILN_FASHION_MNIST when set and not
+// empty, else default_fashion_mnist_dir(). Only picks the directory; the
+// loader names it if the files are missing.
+std::string find_fashion_mnist_dir(const std::string& explicit_dir = "");
 
 struct AugmentOptions {
   int64_t crop_padding = 0;       // random crop after zero padding by this many pixels

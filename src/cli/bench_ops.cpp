@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_line.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -139,86 +140,18 @@ double time_iteration(const Iteration& it, int reps, int& reps_used) {
   return median(times);
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\', out += ch;
-    else if (ch == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(ch) < 0x20) out += ' ';
-    else out += ch;
-  }
-  return out;
-}
-
-void usage(std::ostream& os) {
-  os << "usage: kiln bench ops [--json] [--cases a,b,c] [--reps N] [--threads N] [--list]\n"
-        "  --json       one JSON object per case: {\"case\": ..., \"kiln_ms\": ...}\n"
-        "  --cases      comma-separated case names (default: all)\n"
-        "  --reps N     timed repetitions per case (default: adapts to ~1.5 s per case)\n"
-        "  --threads N  OpenMP threads (default: OMP_NUM_THREADS)\n"
-        "  --list       print the case names and what each one times\n"
-        "cases:\n";
-  for (const Case& c : all_cases()) os << "  " << c.name << "\n";
-}
-
 }  // namespace
 
-int run_bench_ops(int argc, char** argv) {
-  bool json = false, list = false;
-  int reps = 0, threads = 0;
+std::vector<std::string> bench_ops_case_names() {
   std::vector<std::string> names;
-  auto need_value = [&](int i, const std::string& flag) {
-    if (i + 1 >= argc) {
-      std::cerr << "kiln bench ops: " << flag << " needs a value\n";
-      usage(std::cerr);
-      return false;
-    }
-    return true;
-  };
-  auto positive = [](const char* s, int& out) {
-    char* end = nullptr;
-    long v = std::strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v <= 0 || v > 1000000) return false;
-    out = static_cast<int>(v);
-    return true;
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--list") {
-      list = true;
-    } else if (a == "-h" || a == "--help") {
-      usage(std::cout);
-      return 0;
-    } else if (a == "--cases" || a == "--reps" || a == "--threads") {
-      if (!need_value(i, a)) return 2;
-      const char* v = argv[++i];
-      if (a == "--cases") {
-        for (auto& n : split_commas(v)) names.push_back(n);
-      } else if (!positive(v, a == "--reps" ? reps : threads)) {
-        std::cerr << "kiln bench ops: " << a << " wants a positive integer, got '" << v << "'\n";
-        return 2;
-      }
-    } else {
-      std::cerr << "kiln bench ops: unknown argument '" << a << "'\n";
-      usage(std::cerr);
-      return 2;
-    }
-  }
+  for (const Case& c : all_cases()) names.emplace_back(c.name);
+  return names;
+}
 
+int run_bench_ops(const BenchOpsOptions& o) {
+  const bool json = o.json, list = o.list;
+  const int reps = o.reps, threads = o.threads;
+  const std::vector<std::string>& names = o.cases;
   if (list) {
     for (const Case& c : all_cases()) std::cout << c.name << "\t" << c.what << "\n";
     return 0;
@@ -230,12 +163,7 @@ int run_bench_ops(int argc, char** argv) {
   } else {
     for (const std::string& n : names) {
       auto it = std::find_if(all_cases().begin(), all_cases().end(), [&](const Case& c) { return n == c.name; });
-      if (it == all_cases().end()) {
-        std::cerr << "kiln bench ops: unknown case '" << n << "'; available:";
-        for (const Case& c : all_cases()) std::cerr << " " << c.name;
-        std::cerr << "\n";
-        return 2;
-      }
+      KILN_CHECK(it != all_cases().end(), "bench ops: unknown case '", n, "'; see kiln bench ops --list");
       selected.push_back(&*it);
     }
   }
@@ -252,15 +180,14 @@ int run_bench_ops(int argc, char** argv) {
       int reps_used = 0;
       double ms = time_iteration(it, reps, reps_used);
       if (json)
-        std::printf("{\"case\": \"%s\", \"kiln_ms\": %.4f}\n", c->name, ms);
+        print_json_line({{"case", c->name}, {"kiln_ms", rounded(ms, 4)}});
       else
         std::printf("%-24s %10.3f ms  (median of %d)\n", c->name, ms, reps_used);
     } catch (const Error& e) {
       ++failures;
       std::cerr << "kiln bench ops: case " << c->name << " failed: " << e.what() << "\n";
       if (json)
-        std::printf("{\"case\": \"%s\", \"kiln_ms\": null, \"error\": \"%s\"}\n", c->name,
-                    json_escape(e.what()).c_str());
+        print_json_line({{"case", c->name}, {"kiln_ms", nullptr}, {"error", e.what()}});
       else
         std::printf("%-24s %10s\n", c->name, "error");
     }

@@ -1,13 +1,42 @@
-// The kiln program's subcommands, one file each.
+// The kiln program's subcommands, one file each. src/cli/app.cpp fills the
+// options from the command line (CLI11, with the range checks) and calls these.
 #pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/train.h"
 
 namespace kiln::cli {
+
+struct DemoOptions {
+  int64_t epochs = 2;
+  int64_t steps = 0;     // > 0: cap on training steps per epoch and eval batches
+  std::string data_dir;  // Fashion-MNIST for the fallback; empty: data::find_fashion_mnist_dir's order
+};
+
+struct DataOptions {
+  std::string dataset = "cifar10";
+  std::string source;  // import: an archive file or an image-folder directory
+  std::string dir;     // empty: $KILN_DATA, else ./data
+};
+
+struct BenchOpsOptions {
+  bool json = false, list = false;
+  int reps = 0, threads = 0;  // 0: adaptive repetitions / OMP_NUM_THREADS
+  std::vector<std::string> cases;
+};
+
 // kiln demo: the tutorial CNN trained on CIFAR-10 (or Fashion-MNIST), accuracy and images/s.
-int run_demo(int argc, char** argv);
+int run_demo(const DemoOptions& o);
 // kiln train --model ... --data ... (see docs/training.md).
-int run_train(int argc, char** argv);
-// kiln data import|get cifar10 ...
-int run_data(int argc, char** argv);
-// kiln bench ops [--json] [--cases a,b] [--reps N]: times the op cases of bench/vs_torch.sh.
-int run_bench_ops(int argc, char** argv);
+int run_train(const TrainOptions& o);
+// kiln data import cifar10 FILE|DIR / kiln data get cifar10.
+int run_data_import(const DataOptions& o);
+int run_data_get(const DataOptions& o);
+// kiln bench ops: times the op cases of bench/vs_torch.sh.
+int run_bench_ops(const BenchOpsOptions& o);
+// The names of the bench ops cases, in order (for --cases and --help).
+std::vector<std::string> bench_ops_case_names();
+
 }  // namespace kiln::cli

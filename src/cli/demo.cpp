@@ -1,7 +1,7 @@
 // kiln demo: the tutorial CNN trained eagerly on CIFAR-10 for 2 epochs, with
 // test accuracy and images/s. Finds CIFAR-10 as train does ($KILN_DATA, then
 // $KILN_CIFAR10_ARCHIVE, then a download) and otherwise falls back to
-// Fashion-MNIST, saying why.
+// Fashion-MNIST (--data-dir, $KILN_FASHION_MNIST, Debian's copy), saying why.
 #include <cstdio>
 #include <string>
 
@@ -11,16 +11,11 @@
 
 namespace kiln::cli {
 
-int run_demo(int argc, char** argv) {
+int run_demo(const DemoOptions& d) {
   TrainOptions o;
   o.model = "tutorial";
-  o.epochs = 2;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--epochs" && i + 1 < argc) o.epochs = std::stoll(argv[++i]);
-    else if (a == "--steps" && i + 1 < argc) o.steps = std::stoll(argv[++i]);
-    else KILN_FAIL("demo: unknown argument '", a, "'; use --epochs N or --steps N");
-  }
+  o.epochs = d.epochs;
+  o.steps = d.steps;
   data::ImageDataset train_set, test_set;
   std::string why;
   if (auto dir = find_cifar10(&why)) {
@@ -29,10 +24,10 @@ int run_demo(int argc, char** argv) {
     test_set = data::load_cifar10_binary(*dir, false);
   } else {
     std::printf("CIFAR-10 is not available (%s)\nfalling back to Fashion-MNIST from %s\n", why.c_str(),
-                data::default_fashion_mnist_dir().c_str());
+                data::find_fashion_mnist_dir(d.data_dir).c_str());
+    std::fflush(stdout);
     o.data = "fashion-mnist";
-    train_set = data::load_fashion_mnist(data::default_fashion_mnist_dir(), true);
-    test_set = data::load_fashion_mnist(data::default_fashion_mnist_dir(), false);
+    load_fashion_mnist(d.data_dir, train_set, test_set);
   }
   std::printf("kiln demo: eager training of the PyTorch tutorial CNN (compiled mode arrives with the compiler)\n");
   TrainResult r = train(o, train_set, test_set);

@@ -6,15 +6,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "cli/commands.h"
+#include "cli/json_line.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -93,6 +97,17 @@ class Progress {
   int64_t epoch_, epochs_, total_;
 };
 
+// DataLoader::start_epoch starts the worker threads; a system that refuses
+// them (too many --workers for its limits) is a user error, not an abort.
+void start_epoch(data::DataLoader& loader, int64_t epoch, int workers) {
+  try {
+    loader.start_epoch(epoch);
+  } catch (const std::system_error& e) {
+    KILN_FAIL("train: the system refused to start ", workers, " data-loading threads (", e.what(),
+              "); use fewer --workers (0 assembles batches in the training thread)");
+  }
+}
+
 struct EvalResult {
   double acc = 0, img_per_s = 0;
 };
@@ -106,7 +121,7 @@ EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std
   lo.mean = mean;
   lo.std = std;
   data::DataLoader loader(std::shared_ptr<const data::ImageDataset>(&test, [](const data::ImageDataset*) {}), lo);
-  loader.start_epoch(0);
+  start_epoch(loader, 0, workers);
   model.eval();
   NoGradGuard no_grad;
   int64_t correct = 0, seen = 0, batches = 0;
@@ -135,6 +150,26 @@ nn::TensorDict with_prefix(const nn::TensorDict& d, const std::string& prefix) {
   return out;
 }
 
+// How many epochs the --save checkpoint at `path` has finished: its "epoch"
+// metadata, a decimal count >= 0 (std::from_chars: no exceptions, no locale,
+// no silent truncation of "3x" or "1e3").
+int64_t finished_epochs(const std::map<std::string, std::string>& meta, const std::string& path) {
+  auto it = meta.find("epoch");
+  KILN_CHECK(it != meta.end(), "train --resume: ", path,
+             " has no 'epoch' in its metadata, so it is not a checkpoint written by `kiln train --save`; "
+             "resume from a file that --save wrote");
+  const std::string& v = it->second;
+  int64_t epochs = -1;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), epochs);
+  KILN_CHECK(ec != std::errc::result_out_of_range, "train --resume: ", path, " has epoch '", v,
+             "' in its metadata, out of range of a 64-bit count; the file is damaged or was not written by "
+             "`kiln train --save`");
+  KILN_CHECK(ec == std::errc() && end == v.data() + v.size() && epochs >= 0, "train --resume: ", path,
+             " has epoch '", v, "' in its metadata where a count of finished epochs (an integer >= 0) belongs; "
+             "the file is damaged or was not written by `kiln train --save`");
+  return epochs;
+}
+
 }  // namespace
 
 std::optional<std::string> find_cifar10(std::string* why) {
@@ -159,6 +194,10 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   Recipe r = recipe_for(o.model);
   int64_t batch = o.batch.value_or(r.batch);
   KILN_CHECK(batch > 0 && o.epochs > 0, "train: --batch and --epochs must be positive");
+  // drop_last: a batch larger than the set would train 0 steps and report nonsense.
+  KILN_CHECK(batch <= train_set.size(), "train: batch ", batch, " is larger than the training set (",
+             train_set.size(), " images in ", train_set.source, "), so no step would run; use --batch ",
+             train_set.size(), " or less");
   bool fmnist = train_set.images.size(1) == 1;
   std::vector<float> mean = fmnist ? std::vector<float>{0.2860f} : data::kCifar10Mean;
   std::vector<float> stdv = fmnist ? std::vector<float>{0.3530f} : data::kCifar10Std;
@@ -201,9 +240,9 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     nn::TensorDict ck = load_safetensors(o.resume, &meta);
     KILN_CHECK(meta["model"] == o.model, "train --resume: ", o.resume, " holds a '", meta["model"],
                "' checkpoint, not '", o.model, "'; pass the same --model");
+    first_epoch = finished_epochs(meta, o.resume);
     model->load_state_dict(with_prefix(ck, "model."));
     opt->load_state_dict(with_prefix(ck, "optim."));
-    first_epoch = std::stoll(meta["epoch"]);
     KILN_CHECK(first_epoch < o.epochs, "train --resume: the checkpoint already finished ", first_epoch,
                " epochs; ask for more with --epochs");
   }
@@ -222,7 +261,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   auto wall0 = Clock::now();
   model->train();
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    loader.start_epoch(epoch);
+    start_epoch(loader, epoch, o.workers);
     Progress bar(tty, epoch + 1, o.epochs, steps_per_epoch);
     auto t0 = Clock::now();
     double loss_sum = 0;
@@ -253,8 +292,10 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     double ips = static_cast<double>(epoch_images) / secs;
     double mean_loss = step ? loss_sum / static_cast<double>(step) : 0.0;
     if (o.json)
-      std::printf("{\"epoch\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"train_img_per_s\": %.2f}\n",
-                  static_cast<long long>(epoch + 1), mean_loss, ev.acc, ips);
+      print_json_line({{"epoch", epoch + 1},
+                       {"train_loss", rounded(mean_loss, 6)},
+                       {"test_acc", rounded(ev.acc, 6)},
+                       {"train_img_per_s", rounded(ips, 2)}});
     else
       std::printf("epoch %lld/%lld  loss %.4f  test acc %.2f%%  %.0f img/s train  %.0f img/s eval  (%.1f s)\n",
                   static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), mean_loss, 100 * ev.acc, ips,
@@ -276,52 +317,44 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
 
 namespace {
 
-[[noreturn]] void bad_arg(const std::string& msg) {
-  KILN_FAIL("train: ", msg,
-            "\nusage: kiln train --model tutorial|resnet18|airbench [--width W] --data cifar10|fashion-mnist "
-            "--epochs N [--batch B] [--lr X] [--opt sgd|adamw] [--seed S] [--save FILE] [--resume FILE] [--json] "
-            "[--steps N] [--workers N] [--save-init FILE] [--init FILE]");
+// Output paths are checked before any data is loaded or step is trained:
+// a typo in --save must not cost an epoch.
+void check_output_path(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  KILN_CHECK(fs::is_directory(parent, ec), "train: ", flag, " ", path, ": the directory ", parent.string(),
+             " does not exist; create it first or choose another path");
+  KILN_CHECK(!fs::is_directory(path, ec), "train: ", flag, " ", path, " is a directory; name a file in it");
 }
 
-double parse_num(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (const std::exception&) {
-  }
-  bad_arg(flag + " expects a number, got '" + v + "'");
+void check_input_path(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::is_regular_file(path, ec), "train: ", flag, " ", path,
+             " is not a file (no such file, or a directory)");
 }
 
 }  // namespace
 
-int run_train(int argc, char** argv) {
-  TrainOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) bad_arg(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--model") o.model = value();
-    else if (a == "--width") o.width = parse_num(a, value());
-    else if (a == "--data") o.data = value();
-    else if (a == "--epochs") o.epochs = static_cast<int64_t>(parse_num(a, value()));
-    else if (a == "--batch") o.batch = static_cast<int64_t>(parse_num(a, value()));
-    else if (a == "--lr") o.lr = parse_num(a, value());
-    else if (a == "--opt") o.opt = value();
-    else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_num(a, value()));
-    else if (a == "--save") o.save = value();
-    else if (a == "--resume") o.resume = value();
-    else if (a == "--save-init") o.save_init = value();
-    else if (a == "--init") o.init = value();
-    else if (a == "--steps") o.steps = static_cast<int64_t>(parse_num(a, value()));
-    else if (a == "--workers") o.workers = static_cast<int>(parse_num(a, value()));
-    else if (a == "--json") o.json = true;
-    else bad_arg("unknown argument '" + a + "'");
-  }
-  KILN_CHECK(o.width > 0, "train: --width must be positive");
+void load_fashion_mnist(const std::string& explicit_dir, data::ImageDataset& train_set, data::ImageDataset& test_set) {
+  const std::string dir = data::find_fashion_mnist_dir(explicit_dir);
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::is_directory(dir, ec), "Fashion-MNIST: ", dir,
+             " is not a directory (looked up in this order: --data-dir, $KILN_FASHION_MNIST, ",
+             data::default_fashion_mnist_dir(), " from Debian's dataset-fashion-mnist package)");
+  train_set = data::load_fashion_mnist(dir, true);
+  test_set = data::load_fashion_mnist(dir, false);
+}
+
+int run_train(const TrainOptions& o) {
   recipe_for(o.model);  // validates the name before any data is loaded
+  check_output_path("--save", o.save);
+  check_output_path("--save-init", o.save_init);
+  check_input_path("--resume", o.resume);
+  check_input_path("--init", o.init);
 
   data::ImageDataset train_set, test_set;
   if (o.data == "cifar10") {
@@ -333,17 +366,18 @@ int run_train(int argc, char** argv) {
     train_set = data::load_cifar10_binary(*dir, true);
     test_set = data::load_cifar10_binary(*dir, false);
   } else if (o.data == "fashion-mnist") {
-    train_set = data::load_fashion_mnist(data::default_fashion_mnist_dir(), true);
-    test_set = data::load_fashion_mnist(data::default_fashion_mnist_dir(), false);
+    load_fashion_mnist(o.data_dir, train_set, test_set);
   } else {
-    bad_arg("unknown data set '" + o.data + "'; use --data cifar10 or --data fashion-mnist");
+    KILN_FAIL("train: unknown data set '", o.data, "'; use --data cifar10 or --data fashion-mnist");
   }
   TrainResult r = train(o, train_set, test_set);
   if (o.json)
-    std::printf("{\"model\": \"%s\", \"epochs\": %lld, \"train_img_per_s\": %.2f, \"eval_img_per_s\": %.2f, "
-                "\"test_acc\": %.6f, \"wall_s\": %.3f}\n",
-                o.model.c_str(), static_cast<long long>(o.epochs), r.train_img_per_s, r.eval_img_per_s, r.test_acc,
-                r.wall_s);
+    print_json_line({{"model", o.model},
+                     {"epochs", o.epochs},
+                     {"train_img_per_s", rounded(r.train_img_per_s, 2)},
+                     {"eval_img_per_s", rounded(r.eval_img_per_s, 2)},
+                     {"test_acc", rounded(r.test_acc, 6)},
+                     {"wall_s", rounded(r.wall_s, 3)}});
   else
     std::printf("done: test accuracy %.2f%%, %.0f img/s train, %.0f img/s eval, %.1f s\n", 100 * r.test_acc,
                 r.train_img_per_s, r.eval_img_per_s, r.wall_s);

@@ -22,6 +22,7 @@ struct TrainOptions {
   bool json = false;
   int64_t steps = 0;  // > 0: cap on training steps per epoch and eval batches
   int workers = 2;
+  std::string data_dir;  // Fashion-MNIST's directory; empty: data::find_fashion_mnist_dir's order
 };
 
 struct TrainResult {
@@ -32,6 +33,10 @@ struct TrainResult {
 // holds the binary layout; else import from $KILN_CIFAR10_ARCHIVE; else
 // download. Returns the data dir, or nullopt with `why` set when none worked.
 std::optional<std::string> find_cifar10(std::string* why);
+
+// Fashion-MNIST's train and test splits from `explicit_dir` (empty: $KILN_FASHION_MNIST,
+// else Debian's directory; data::find_fashion_mnist_dir).
+void load_fashion_mnist(const std::string& explicit_dir, data::ImageDataset& train_set, data::ImageDataset& test_set);
 
 TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, const data::ImageDataset& test_set);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -196,6 +197,13 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
 }  // namespace detail
 
 std::string default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+
+std::string find_fashion_mnist_dir(const std::string& explicit_dir) {
+  if (!explicit_dir.empty()) return explicit_dir;
+  const char* env = std::getenv("KILN_FASHION_MNIST");
+  if (env && *env) return env;
+  return default_fashion_mnist_dir();
+}
 
 ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
   const std::string prefix = train ? "train" : "t10k";

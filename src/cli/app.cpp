@@ -1,0 +1,382 @@
+// The kiln command line (CLI11): subcommands, typed options with their
+// ranges, --help on each, and the dispatch to src/cli/<command>.cpp.
+//
+// Numbers are read by kiln's own validators (std::from_chars, decimal only)
+// rather than CLI11's conversions, which take 010 as octal, 0x10 as hex and
+// let "-1" wrap into an unsigned seed; each validator rejects a fraction, a
+// NaN, an infinity or an out-of-range value with the range in its message.
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <new>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "kiln/data.h"
+#include "kiln/error.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr int64_t kMaxEpochs = 1'000'000;
+constexpr int64_t kMaxWorkers = 256;  // DataLoader threads; more only contend for the cores
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxReps = 1'000'000;
+constexpr double kMaxWidth = 16.0;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+std::string range_text(int64_t lo, int64_t hi) {
+  if (hi == kInt64Max) return "a whole number >= " + std::to_string(lo);
+  return "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+// Parses all of `s` as a decimal integer; nullopt on anything else (a sign
+// other than '-', a fraction, an exponent, hex, spaces, overflow).
+std::optional<int64_t> parse_integer(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_finite(const std::string& s) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+CLI::Validator integer_in(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        auto v = parse_integer(s);
+        if (!v || *v < lo || *v > hi) return "expected " + range_text(lo, hi) + ", got '" + s + "'";
+        return "";
+      },
+      "", "integer_in");
+}
+
+// A finite number > lo (or >= lo when lo_inclusive) and <= hi.
+CLI::Validator finite_in(double lo, bool lo_inclusive, double hi, const std::string& range) {
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        auto v = parse_finite(s);
+        if (!v || (lo_inclusive ? *v < lo : *v <= lo) || *v > hi)
+          return "expected a finite number " + range + ", got '" + s + "'";
+        return "";
+      },
+      "", "finite_in");
+}
+
+CLI::Validator one_of(std::vector<std::string> names, const std::string& what) {
+  return CLI::Validator(
+      [names, what](std::string& s) -> std::string {
+        for (const auto& n : names)
+          if (s == n) return "";
+        std::string list;
+        for (size_t i = 0; i < names.size(); ++i) list += (i ? (i + 1 == names.size() ? " or " : ", ") : "") + names[i];
+        return "unknown " + what + " '" + s + "'; use " + list;
+      },
+      "", "one_of");
+}
+
+// Options read through the validators above: the callback runs only on a
+// value the validator accepted, so the conversion cannot fail.
+template <typename Int, typename Set>
+CLI::Option* add_integer(CLI::App* app, const std::string& name, Set set, int64_t lo, int64_t hi,
+                         const std::string& help) {
+  return app
+      ->add_option_function<std::string>(
+          name, [set](const std::string& s) { set(static_cast<Int>(*parse_integer(s))); }, help)
+      ->check(integer_in(lo, hi))
+      ->type_name("INT");
+}
+
+template <typename Set>
+CLI::Option* add_number(CLI::App* app, const std::string& name, Set set, double lo, bool lo_inclusive, double hi,
+                        const std::string& range, const std::string& help) {
+  return app
+      ->add_option_function<std::string>(
+          name, [set](const std::string& s) { set(*parse_finite(s)); }, help)
+      ->check(finite_in(lo, lo_inclusive, hi, range))
+      ->type_name("NUM");
+}
+
+const char* const kFashionMnistHelp =
+    "directory holding Fashion-MNIST's four IDX files (.gz or plain); looked up in this order: "
+    "--data-dir, then $KILN_FASHION_MNIST, then /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)";
+
+const char* const kEnvironmentHelp =
+    "Environment:\n"
+    "  KILN_DATA             where CIFAR-10 lives (cifar-10-batches-bin/ inside; default ./data)\n"
+    "  KILN_CIFAR10_ARCHIVE  a CIFAR-10 archive to import when KILN_DATA holds none\n"
+    "  KILN_FASHION_MNIST    Fashion-MNIST's directory when --data-dir is not given\n"
+    "Usage errors exit 2, other errors (files, data) exit 1.";
+
+// Everything one command line can ask for; filled by the parse, run by dispatch().
+struct Invocation {
+  TrainOptions train;
+  DemoOptions demo;
+  DataOptions data;
+  BenchOpsOptions bench_ops;
+  std::string help_topic;  // kiln help COMMAND
+  CLI::App* help = nullptr;
+  CLI::App* demo_cmd = nullptr;
+  CLI::App* train_cmd = nullptr;
+  CLI::App* data_import_cmd = nullptr;
+  CLI::App* data_get_cmd = nullptr;
+  CLI::App* bench_ops_cmd = nullptr;
+  CLI::Option* train_width = nullptr;
+  CLI::Option* train_data_dir = nullptr;
+};
+
+void add_train(CLI::App& app, Invocation& inv) {
+  TrainOptions& o = inv.train;
+  CLI::App* t = app.add_subcommand("train", "train a zoo model with its recipe (docs/training.md)");
+  inv.train_cmd = t;
+  t->add_option("--model", o.model, "tutorial|resnet18|airbench; each has its recipe")
+      ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
+      ->type_name("NAME")
+      ->default_str(o.model);
+  inv.train_width = add_number(
+      t, "--width", [&o](double v) { o.width = v; }, 0.0, false, kMaxWidth, "> 0 and <= 16",
+      "airbench's width multiplier, > 0 and <= 16 (airbench only)");
+  inv.train_width->default_str("1");
+  t->add_option("--data", o.data, "cifar10|fashion-mnist")
+      ->check(one_of({"cifar10", "fashion-mnist"}, "data set"))
+      ->type_name("NAME")
+      ->default_str(o.data);
+  inv.train_data_dir = t->add_option("--data-dir", o.data_dir, std::string("with --data fashion-mnist: ") +
+                                                                    kFashionMnistHelp)
+                           ->type_name("DIR");
+  add_integer<int64_t>(t, "--epochs", [&o](int64_t v) { o.epochs = v; }, 1, kMaxEpochs,
+                       "epochs to train, 1 to " + std::to_string(kMaxEpochs))
+      ->default_str("1");
+  add_integer<int64_t>(t, "--batch", [&o](int64_t v) { o.batch = v; }, 1, kInt64Max,
+                       "batch size, 1 up to the training set's size (default: the recipe's)");
+  add_number(
+      t, "--lr", [&o](double v) { o.lr = v; }, 0.0, true, std::numeric_limits<double>::max(), ">= 0",
+      "peak learning rate, a finite number >= 0 (default: the recipe's; 1e-3 with --opt adamw)");
+  t->add_option("--opt", o.opt, "sgd|adamw")
+      ->check(one_of({"sgd", "adamw"}, "optimizer"))
+      ->type_name("NAME")
+      ->default_str(o.opt);
+  add_integer<uint64_t>(t, "--seed", [&o](uint64_t v) { o.seed = v; }, 0, kInt64Max,
+                        "random seed of the weights, shuffling and augmentation, a whole number >= 0")
+      ->default_str("0");
+  t->add_option("--save", o.save,
+                "after each epoch, write a checkpoint (model, optimizer, epoch) to FILE; its directory must exist")
+      ->type_name("FILE");
+  t->add_option("--resume", o.resume, "continue from a checkpoint that --save wrote, up to --epochs")
+      ->type_name("FILE");
+  t->add_option("--save-init", o.save_init, "write the initial weights to FILE before training")->type_name("FILE");
+  t->add_option("--init", o.init, "start from the weights in FILE (as --save-init writes them)")->type_name("FILE");
+  t->add_flag("--json", o.json, "print one JSON object per epoch and a summary object at the end");
+  add_integer<int64_t>(t, "--steps", [&o](int64_t v) { o.steps = v; }, 0, kInt64Max,
+                       "cap each epoch at N training steps and evaluate on the first N test batches (0: no cap)")
+      ->default_str("0");
+  add_integer<int>(t, "--workers", [&o](int v) { o.workers = v; }, 0, kMaxWorkers,
+                   "data-loading threads, 0 to " + std::to_string(kMaxWorkers) +
+                       " (0: batches are assembled in the training thread)")
+      ->default_str(std::to_string(o.workers));
+  t->footer(kEnvironmentHelp);
+}
+
+void add_demo(CLI::App& app, Invocation& inv) {
+  DemoOptions& o = inv.demo;
+  CLI::App* d = app.add_subcommand(
+      "demo", "train the tutorial CNN on CIFAR-10 (else Fashion-MNIST, saying why): test accuracy and images/s");
+  inv.demo_cmd = d;
+  add_integer<int64_t>(d, "--epochs", [&o](int64_t v) { o.epochs = v; }, 1, kMaxEpochs,
+                       "epochs to train, 1 to " + std::to_string(kMaxEpochs))
+      ->default_str(std::to_string(o.epochs));
+  add_integer<int64_t>(d, "--steps", [&o](int64_t v) { o.steps = v; }, 0, kInt64Max,
+                       "cap each epoch at N training steps and evaluate on the first N test batches (0: no cap)")
+      ->default_str("0");
+  d->add_option("--data-dir", o.data_dir,
+                std::string("used when CIFAR-10 is not available: ") + kFashionMnistHelp)
+      ->type_name("DIR");
+  d->footer(kEnvironmentHelp);
+}
+
+void add_data(CLI::App& app, Invocation& inv) {
+  DataOptions& o = inv.data;
+  CLI::App* data = app.add_subcommand("data", "put CIFAR-10 into the data directory (official binary layout)");
+  data->require_subcommand(1);
+  const std::string dataset_help =
+      "the data set: cifar10 (Fashion-MNIST comes from Debian's dataset-fashion-mnist package)";
+  const std::string dir_help = "the data directory (default: $KILN_DATA, else ./data)";
+
+  CLI::App* imp = data->add_subcommand(
+      "import", "write CIFAR-10 from an archive (cifar-10-binary.tar.gz, an image-folder .tar.zst/.tar.gz) or an "
+                "image-folder directory (train/ and test/, one folder per class)");
+  inv.data_import_cmd = imp;
+  imp->add_option("dataset", o.dataset, dataset_help)
+      ->required()
+      ->check(one_of({"cifar10"}, "data set"))
+      ->type_name("NAME");
+  imp->add_option("source", o.source, "the archive file or image-folder directory to import")
+      ->required()
+      ->type_name("FILE|DIR");
+  imp->add_option("--dir", o.dir, dir_help)->type_name("DIR");
+
+  CLI::App* get = data->add_subcommand("get", "download the official CIFAR-10 archive, check its MD5, import it");
+  inv.data_get_cmd = get;
+  get->add_option("dataset", o.dataset, dataset_help)
+      ->required()
+      ->check(one_of({"cifar10"}, "data set"))
+      ->type_name("NAME");
+  get->add_option("--dir", o.dir, dir_help)->type_name("DIR");
+}
+
+void add_bench(CLI::App& app, Invocation& inv) {
+  BenchOpsOptions& o = inv.bench_ops;
+  CLI::App* bench = app.add_subcommand("bench", "time kiln against its peers (bench/vs_torch.sh drives these)");
+  bench->require_subcommand(1);
+  CLI::App* ops = bench->add_subcommand("ops", "time the op cases that bench/vs_torch.sh compares with PyTorch");
+  inv.bench_ops_cmd = ops;
+  ops->add_flag("--json", o.json, "one JSON object per case: {\"case\": ..., \"kiln_ms\": ...}");
+  std::vector<std::string> names = bench_ops_case_names();
+  ops->add_option("--cases", o.cases, "comma-separated case names (default: all)")
+      ->delimiter(',')
+      ->check(one_of(names, "case"))
+      ->type_name("A,B,...");
+  add_integer<int>(ops, "--reps", [&o](int v) { o.reps = v; }, 1, kMaxReps,
+                   "timed repetitions per case, 1 to " + std::to_string(kMaxReps) +
+                       " (default: adapts to about 1.5 s per case)");
+  add_integer<int>(ops, "--threads", [&o](int v) { o.threads = v; }, 1, kMaxThreads,
+                   "OpenMP threads, 1 to " + std::to_string(kMaxThreads) + " (default: OMP_NUM_THREADS)");
+  ops->add_flag("--list", o.list, "print the case names and what each one times");
+  std::string footer = "cases:";
+  for (const auto& n : names) footer += "\n  " + n;
+  ops->footer(footer);
+}
+
+void build(CLI::App& app, Invocation& inv) {
+  app.description("kiln: a deep-learning framework in C++; train, evaluate and benchmark from the command line");
+  app.require_subcommand(1);
+  add_demo(app, inv);
+  add_train(app, inv);
+  add_data(app, inv);
+  add_bench(app, inv);
+  inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench")
+      ->check(one_of({"demo", "train", "data", "bench"}, "command"))
+      ->type_name("COMMAND");
+  app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
+}
+
+// Rules that involve more than one option; parse errors like the rest.
+void check_combinations(const Invocation& inv) {
+  if (inv.train_cmd->parsed()) {
+    const TrainOptions& o = inv.train;
+    if (inv.train_data_dir->count() > 0 && o.data != "fashion-mnist")
+      throw CLI::ValidationError("--data-dir", "names Fashion-MNIST's directory and needs --data fashion-mnist; "
+                                               "CIFAR-10 is found through $KILN_DATA");
+    if (inv.train_width->count() > 0 && o.model != "airbench" && o.width != 1.0)
+      throw CLI::ValidationError("--width", "applies only to --model airbench, not to '" + o.model + "'");
+  }
+}
+
+// The deepest command the parse reached ("kiln train", "kiln bench ops").
+const CLI::App* deepest_command(const CLI::App* app, std::string* path) {
+  *path = app->get_name();
+  for (;;) {
+    auto subs = app->get_subcommands();
+    if (subs.empty()) return app;
+    app = subs.front();
+    *path += " " + app->get_name();
+  }
+}
+
+std::string usage_message(const CLI::App* app, const CLI::Error& e) {
+  std::string path;
+  const CLI::App* command = deepest_command(app, &path);
+  std::string what = e.what();
+  // "kiln frobnicate": CLI11 reports the missing subcommand; name the word it did not know.
+  std::vector<std::string> rest = command->remaining();
+  if (command->get_require_subcommand_min() > 0 && !rest.empty()) {
+    what = "unknown command '" + rest.front() + "'; use";
+    auto subs = command->get_subcommands([](const CLI::App*) { return true; });
+    for (size_t i = 0; i < subs.size(); ++i) what += (i ? ", " : " ") + subs[i]->get_name();
+  }
+  return path + ": " + what + "\nRun '" + path + " --help' for more information.\n";
+}
+
+std::vector<const char*> with_program_name(int argc, const char* const* argv) {
+  std::vector<const char*> args;
+  if (argc < 1 || argv == nullptr || argv[0] == nullptr) args.push_back("kiln");
+  for (int i = 0; argv != nullptr && i < argc; ++i) args.push_back(argv[i] != nullptr ? argv[i] : "");
+  return args;
+}
+
+int dispatch(const Invocation& inv, const CLI::App& app) {
+  if (inv.help->parsed()) {
+    if (!inv.help_topic.empty()) {
+      std::cout << app.get_subcommand(inv.help_topic)->help(app.get_name());
+      return kExitOk;
+    }
+    // app.help() would describe the selected subcommand, "help" itself.
+    std::cout << app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
+    return kExitOk;
+  }
+  if (inv.demo_cmd->parsed()) return run_demo(inv.demo);
+  if (inv.train_cmd->parsed()) return run_train(inv.train);
+  if (inv.data_import_cmd->parsed()) return run_data_import(inv.data);
+  if (inv.data_get_cmd->parsed()) return run_data_get(inv.data);
+  if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
+  KILN_ASSERT(false, "the parse chose no command");
+}
+
+}  // namespace
+
+int parse_only(int argc, const char* const* argv, std::string* message) {
+  Invocation inv;
+  CLI::App app{"", "kiln"};
+  build(app, inv);
+  std::vector<const char*> args = with_program_name(argc, argv);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+    check_combinations(inv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return kExitOk;  // --help
+    if (message) *message = usage_message(&app, e);
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+int run(int argc, const char* const* argv) {
+  Invocation inv;
+  CLI::App app{"", "kiln"};
+  build(app, inv);
+  app.failure_message(usage_message);
+  std::vector<const char*> args = with_program_name(argc, argv);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+    check_combinations(inv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage;
+  }
+  try {
+    return dispatch(inv, app);
+  } catch (const Error& e) {
+    std::cout.flush();
+    std::cerr << "kiln " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kiln: out of memory; try a smaller --batch, --width or fewer --workers\n";
+    return kExitError;
+  }
+}
+
+}  // namespace kiln::cli
