@@ -26,6 +26,8 @@ struct Operand {
 enum class PointwiseOp : uint8_t {
   // binary
   Add, Sub, Mul, Div, Pow, Maximum, Minimum, AddScaled /* a + p0 * b */, GeluBackwardErf, GeluBackwardTanh,
+  // updates of optimizers: a + p0*b*c, a + p0*b/c, lerp(a, b, p0)
+  AddCMul, AddCDiv, Lerp,
   // unary
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh, Clamp /* [p0, p1] */,
   // comparisons (bool output)
@@ -56,9 +58,13 @@ struct PointwiseCall {
 void launch_pointwise(const PointwiseCall& c);  // pointwise.cu
 void launch_cast(const PointwiseCall& c);       // cast.cu
 
-// out[o, i] = scale * sum_r in[o, r, i] over a dense [outer, R, inner] input.
-// dtype: Float32, Float64 or Int64 (input and output alike).
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+// out[o, i] = scale * sum_r in[o, r, i] (or the max / min over r, NaN winning)
+// over a dense [outer, R, inner] input. dtype: Float32, Float64 or Int64
+// (input and output alike).
 struct ReduceCall {
+  ReduceOp op = ReduceOp::Sum;
   const void* in = nullptr;
   void* out = nullptr;
   Scalar dtype = Scalar::Float32;
@@ -69,6 +75,20 @@ struct ReduceCall {
   int num_sms = 132;
 };
 size_t reduce_scratch_bytes(const ReduceCall& c);
-void launch_sum(const ReduceCall& c);  // reduce.cu
+void launch_reduce(const ReduceCall& c);  // reduce.cu
+
+// softmax / log_softmax over the middle dim of a dense [outer, D, inner]
+// tensor, and their backward (out = y * (g - sum g*y), or g - exp(y) sum g).
+struct SoftmaxCall {
+  const void* x = nullptr;  // forward: input; backward: the forward's output y
+  const void* grad = nullptr;  // backward only
+  void* out = nullptr;
+  Scalar dtype = Scalar::Float32;  // Float32 or Float64
+  int64_t outer = 1, dim = 1, inner = 1;
+  bool log = false;
+  bool backward = false;
+  cudaStream_t stream = nullptr;
+};
+void launch_softmax(const SoftmaxCall& c);  // softmax.cu
 
 }  // namespace kiln::cuda

@@ -227,15 +227,24 @@ Tensor unaliased(const Tensor& t, const Tensor& self) {
 
 void copy__kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) { cast_into(unaliased(in[1], out[0]), out[0]); }
 
-// self = op(self, other) for add_ (with alpha) and mul_.
+// self = op(self, inputs..., attr) for the in-place updates: add_ (alpha),
+// mul_, addcmul_ / addcdiv_ (value), lerp_ (weight). 16-bit selves are
+// updated in a float32 copy written back.
 template <PointwiseOp Op>
 void update_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Tensor& self = out[0];
   const DType cd = compute_dtype(self.dtype());
-  Tensor other = converted(unaliased(in[1], self), cd);
   Tensor s = cd == self.dtype() ? self : converted(self, cd);
-  PointwiseCall c = make_call(Op, cd, s, {s, other});
-  if constexpr (Op == PointwiseOp::AddScaled) c.p0 = a.f("alpha");
+  Tensor x = converted(unaliased(in[1], self), cd);
+  PointwiseCall c;
+  if constexpr (Op == PointwiseOp::AddCMul || Op == PointwiseOp::AddCDiv) {
+    c = make_call(Op, cd, s, {s, x, converted(unaliased(in[2], self), cd)});
+    c.p0 = a.f("value");
+  } else {
+    c = make_call(Op, cd, s, {s, x});
+    if constexpr (Op == PointwiseOp::AddScaled) c.p0 = a.f("alpha");
+    if constexpr (Op == PointwiseOp::Lerp) c.p0 = a.f("weight");
+  }
   launch_pointwise(c);
   if (!s.shares_storage(self)) cast_into(s, self);
 }
@@ -258,13 +267,15 @@ int multiprocessors(int device) {
   return cached[device];
 }
 
-void sum_into(const Tensor& x_in, const std::vector<int64_t>& dims_attr, const Tensor& out, bool mean) {
+// sum, mean (scaled sum), amax, amin of x over dims into out.
+void reduce_into(const Tensor& x_in, const std::vector<int64_t>& dims_attr, const Tensor& out, ReduceOp op,
+                 bool mean) {
   const DType acc = x_in.dtype() == DType::Float64 ? DType::Float64
                     : is_floating(x_in.dtype())    ? DType::Float32
                                                    : DType::Int64;
   Tensor x = converted(x_in, acc);
   const int64_t nd = x.dim();
-  std::vector<int64_t> dims = wrap_dims(dims_attr, nd, mean ? "mean" : "sum");
+  std::vector<int64_t> dims = wrap_dims(dims_attr, nd, "reduction");
   int64_t reduced = 1;
   for (int64_t d : dims) reduced *= x.shape()[d];
   const int64_t kept = reduced == 0 ? out.numel() : x.numel() / std::max<int64_t>(reduced, 1);
@@ -292,6 +303,7 @@ void sum_into(const Tensor& x_in, const std::vector<int64_t>& dims_attr, const T
       src = x.contiguous();  // no dims: a 0-dim tensor, "summed" over nothing
     }
     ReduceCall c;
+    c.op = op;
     c.in = src.data_ptr();
     c.out = y.data_ptr();
     c.dtype = scalar_of(acc);
@@ -306,12 +318,68 @@ void sum_into(const Tensor& x_in, const std::vector<int64_t>& dims_attr, const T
       scratch = Tensor::empty({static_cast<int64_t>(bytes)}, DType::UInt8, y.device());
       c.scratch = scratch.data_ptr();
     }
-    launch_sum(c);
+    launch_reduce(c);
   });
 }
 
-void sum_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) { sum_into(in[0], a.ints("dims"), out[0], false); }
-void mean_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) { sum_into(in[0], a.ints("dims"), out[0], true); }
+template <ReduceOp Op, bool Mean = false>
+void reduce_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  reduce_into(in[0], a.ints("dims"), out[0], Op, Mean);
+}
+
+// ---- softmax / log_softmax ----
+
+// x as [outer, D, inner] around `dim`, dense, in float32 or float64.
+struct AroundDim {
+  Tensor t;
+  int64_t outer = 1, D = 1, inner = 1;
+};
+AroundDim around_dim(const Tensor& x, int64_t dim_attr, DType cd) {
+  AroundDim r;
+  r.t = converted(x, cd).contiguous();
+  if (x.dim() == 0) return r;
+  const int64_t d = wrap_dim(dim_attr, x.dim(), "softmax");
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i < d) r.outer *= x.shape()[i];
+    else if (i == d) r.D = x.shape()[i];
+    else r.inner *= x.shape()[i];
+  }
+  return r;
+}
+
+template <bool Log>
+void softmax_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  const DType cd = compute_dtype(out[0].dtype());
+  AroundDim x = around_dim(in[0], a.i("dim"), cd);
+  with_compute_output(out[0], cd, [&](const Tensor& y) {
+    SoftmaxCall c;
+    c.x = x.t.data_ptr();
+    c.out = y.data_ptr();
+    c.dtype = scalar_of(cd);
+    c.outer = x.outer, c.dim = x.D, c.inner = x.inner;
+    c.log = Log;
+    c.stream = stream_for(y.device().index);
+    launch_softmax(c);
+  });
+}
+
+template <bool Log>
+void softmax_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  const DType cd = compute_dtype(out[0].dtype());
+  AroundDim g = around_dim(in[0], a.i("dim"), cd), y = around_dim(in[1], a.i("dim"), cd);
+  with_compute_output(out[0], cd, [&](const Tensor& o) {
+    SoftmaxCall c;
+    c.x = y.t.data_ptr();
+    c.grad = g.t.data_ptr();
+    c.out = o.data_ptr();
+    c.dtype = scalar_of(cd);
+    c.outer = y.outer, c.dim = y.D, c.inner = y.inner;
+    c.log = Log;
+    c.backward = true;
+    c.stream = stream_for(o.device().index);
+    launch_softmax(c);
+  });
+}
 
 // Every CUDA kernel runs on its output's device, with autograd off for the
 // ops it calls on the way (views, contiguous copies).
@@ -363,14 +431,23 @@ void register_cuda_kernels() {
       {OpId::cast, on_device<cast_kernel>},
       {OpId::copy, on_device<cast_kernel>},
       {OpId::slice_backward, on_device<slice_backward_kernel>},
-      {OpId::sum, on_device<sum_kernel>},
-      {OpId::mean, on_device<mean_kernel>},
+      {OpId::sum, on_device<reduce_kernel<ReduceOp::Sum>>},
+      {OpId::mean, on_device<reduce_kernel<ReduceOp::Sum, true>>},
+      {OpId::amax, on_device<reduce_kernel<ReduceOp::Max>>},
+      {OpId::amin, on_device<reduce_kernel<ReduceOp::Min>>},
+      {OpId::softmax, on_device<softmax_kernel<false>>},
+      {OpId::log_softmax, on_device<softmax_kernel<true>>},
+      {OpId::softmax_backward, on_device<softmax_backward_kernel<false>>},
+      {OpId::log_softmax_backward, on_device<softmax_backward_kernel<true>>},
       {OpId::matmul, on_device<matmul_kernel>},
       {OpId::full, on_device<full_kernel>},
       {OpId::fill_, on_device<fill_kernel>},
       {OpId::copy_, on_device<copy__kernel>},
       {OpId::add_, on_device<update_kernel<AddScaled>>},
       {OpId::mul_, on_device<update_kernel<Mul>>},
+      {OpId::addcmul_, on_device<update_kernel<AddCMul>>},
+      {OpId::addcdiv_, on_device<update_kernel<AddCDiv>>},
+      {OpId::lerp_, on_device<update_kernel<Lerp>>},
   };
   for (const Entry& e : entries) register_kernel(e.id, kCuda, e.fn);
 }

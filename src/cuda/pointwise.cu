@@ -105,6 +105,9 @@ struct Binary {
       }
       if constexpr (Op == PointwiseOp::Maximum) return a < b ? b : a;
       else return b < a ? b : a;
+    } else if constexpr (Op == PointwiseOp::Lerp) {
+      const T w = static_cast<T>(p0);  // PyTorch's formula: exact at weight 0 and 1
+      return (w < T(0.5) && w > T(-0.5)) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
     } else if constexpr (Op == PointwiseOp::GeluBackwardErf) return gelu_backward(a, b, false);
     else return gelu_backward(a, b, true);
   }
@@ -142,6 +145,17 @@ struct Unary {
       const T r = x < lo ? lo : x;
       return hi < r ? hi : r;
     }
+  }
+};
+
+// Optimizer updates: self + value * a * b, self + value * a / b.
+template <PointwiseOp Op>
+struct Ternary {
+  double p0 = 0;
+  template <typename T>
+  __device__ T operator()(T s, T a, T b) const {
+    if constexpr (Op == PointwiseOp::AddCMul) return static_cast<T>(s + static_cast<T>(p0) * a * b);
+    else return static_cast<T>(s + static_cast<T>(p0) * a / b);
   }
 };
 
@@ -250,6 +264,11 @@ void launch_pointwise(const PointwiseCall& c) {
       return visit_compute<All>(c.compute, [&]<typename T>() { run_loop<bool, T>(c, LogicalNotF{}); });
     case Where:
       return visit_compute<All>(c.compute, [&]<typename T>() { run_loop<T, bool, T, T>(c, WhereF{}); });
+    case Lerp: return binary<Lerp, Float>(c);
+    case AddCMul:
+      return visit_compute<NoBool>(c.compute, [&]<typename T>() { run_loop<T, T, T, T>(c, Ternary<AddCMul>{c.p0}); });
+    case AddCDiv:
+      return visit_compute<Float>(c.compute, [&]<typename T>() { run_loop<T, T, T, T>(c, Ternary<AddCDiv>{c.p0}); });
     case Cast: return launch_cast(c);
   }
 }

@@ -3,6 +3,7 @@
 
 #include "autograd/node.h"
 #include "cuda/backend.h"
+#include "kiln/cuda.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -176,6 +177,7 @@ Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
     std::vector<TensorMeta> metas = def.infer(inputs, attrs);
     Device dev = metas.empty() ? common_device(inputs, op_name(id)) : metas[0].device;
     KernelFn kernel = def.kernels[static_cast<int>(dev.type)];
+    if (kernel == nullptr && dev.is_cuda()) cuda::check_device(dev, op_name(id));  // no GPU or no CUDA: say so
     KILN_CHECK(kernel != nullptr, op_name(id), ": no kernel for device ", dev,
                " in this build; move the inputs to a device that has one (e.g. .to(Device::cpu()))");
     if (!def.inputs_on_any_device) {

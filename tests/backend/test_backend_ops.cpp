@@ -6,6 +6,7 @@
 // no-device errors) always run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ struct OpCase {
   double tol = 1e-5;  // relative and absolute, float32
 };
 
+// gtest (and ctest's test names) print a case by its name.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
 Tensors make_inputs(const OpCase& c, uint64_t seed) {
   Generator gen(seed);
   Tensors r;
@@ -55,6 +59,9 @@ Tensors on(const Tensors& xs, Device d) {
   for (const Tensor& x : xs) r.push_back(x.to(d));
   return r;
 }
+
+// How many elements are NaN (as float32, so the case compares as numbers).
+Tensor isnan_count(const Tensor& t) { return sum(ne(t, t).to(DType::Float32)); }
 
 std::vector<OpCase> op_cases() {
   using S = std::vector<Shape>;
@@ -126,6 +133,24 @@ std::vector<OpCase> op_cases() {
     c.push_back({"mean_keepdim", {{6, 50, 7}}, [dims](const Tensors& x) { return mean(x[0], dims, true); },
                  DType::Float32, Inputs::Normal, 1e-4});
   }
+  for (auto dims : std::vector<std::vector<int64_t>>{{}, {0}, {2}, {0, 2}}) {
+    c.push_back({"amax", {{6, 50, 7}}, [dims](const Tensors& x) { return amax(x[0], dims); }});
+    c.push_back({"amin_keepdim", {{6, 50, 7}}, [dims](const Tensors& x) { return amin(x[0], dims, true); }});
+  }
+  c.push_back({"amax_long_row", {{2, 100000}}, [](const Tensors& x) { return amax(x[0], {1}); }});
+  c.push_back({"amax_int64", {{9, 11}}, [](const Tensors& x) { return amax(x[0], {0}); }, DType::Int64});
+  c.push_back({"amin_nan_wins", {{4, 8}}, [](const Tensors& x) {
+                 Tensor y = x[0].clone();
+                 y.slice(1, 3, 4).fill_(std::nan(""));
+                 return isnan_count(amin(y, {1}));
+               }});
+  for (int64_t dim : {-1, 0, 1}) {
+    c.push_back({"softmax", {{8, 300}}, [dim](const Tensors& x) { return softmax(x[0], dim); }});
+    c.push_back({"log_softmax", {{8, 300}}, [dim](const Tensors& x) { return log_softmax(x[0], dim); }});
+    c.push_back({"log_softmax_3d", {{4, 5, 6}}, [dim](const Tensors& x) { return log_softmax(x[0], dim); }});
+  }
+  c.push_back({"softmax_long_row", {{2, 50000}}, [](const Tensors& x) { return softmax(mul(x[0], 10.0), 1); },
+               DType::Float32, Inputs::Normal, 1e-5});
   c.push_back({"sum_long_row", {{3, 300000}}, [](const Tensors& x) { return sum(x[0], {1}); }, DType::Float32,
                Inputs::Normal, 1e-4});
   c.push_back({"sum_all_large", {{1 << 20}}, [](const Tensors& x) { return sum(x[0]); }, DType::Float32,
@@ -182,6 +207,21 @@ std::vector<OpCase> op_cases() {
   c.push_back({"add_inplace", {{10, 3}, {3}}, [](const Tensors& x) {
                  Tensor y = x[0].clone();
                  y.add_(x[1], -0.5);
+                 return y;
+               }});
+  c.push_back({"addcmul_inplace", {{10, 3}, {10, 3}, {3}}, [](const Tensors& x) {
+                 Tensor y = x[0].clone();
+                 addcmul_(y, x[1], x[2], 0.25);
+                 return y;
+               }});
+  c.push_back({"addcdiv_inplace", {{10, 3}, {10, 3}, {10, 3}}, [](const Tensors& x) {
+                 Tensor y = x[0].clone();
+                 addcdiv_(y, x[1], add(abs(x[2]), 1.0), -0.5);
+                 return y;
+               }});
+  c.push_back({"lerp_inplace", {{10, 3}, {10, 3}}, [](const Tensors& x) {
+                 Tensor y = x[0].clone();
+                 lerp_(y, x[1], 0.9);
                  return y;
                }});
   c.push_back({"mul_inplace_number", {{10, 3}}, [](const Tensors& x) {
@@ -253,8 +293,13 @@ std::vector<GradCase> grad_cases() {
       {"matmul", {{3, 4}, {4, 2}}, [](const Tensors& x) { return matmul(x[0], x[1]); }},
       {"linear_relu", {{5, 3}, {2, 3}, {2}}, [](const Tensors& x) { return relu(linear(x[0], x[1], x[2])); }},
       {"slice_pow", {{6, 4}}, [](const Tensors& x) { return pow(x[0].slice(0, 1, 5, 2), 2.0); }},
+      {"softmax", {{3, 5}}, [](const Tensors& x) { return softmax(x[0], 1); }},
+      {"log_softmax_dim0", {{4, 3}}, [](const Tensors& x) { return log_softmax(x[0], 0); }},
+      {"amax", {{3, 5}}, [](const Tensors& x) { return amax(x[0], {1}); }},
   };
 }
+
+void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
 
 class BackendGrads : public ::testing::TestWithParam<GradCase> {};
 
