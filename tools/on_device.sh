@@ -10,7 +10,8 @@
 #   tools/on_device.sh run [TESTS...]
 #       there (from the checkout root, with .device carried): unpacks into
 #       /tmp/kiln-device and runs each test binary (default test_backend) with
-#       LD_LIBRARY_PATH set; logs land in $OUT when set.
+#       LD_LIBRARY_PATH set (bench_* binaries: Google Benchmark runs); logs land
+#       in $OUT when set.
 #
 # The device tool call (kind nvidia-h200, carry [".device"]):
 #   bash .device/on_device.sh run
@@ -26,6 +27,7 @@ case "$cmd" in
     mkdir -p "$stage/bin" "$stage/lib"
     cp "$BUILD/kiln" "$stage/bin/"
     for t in "${TESTS[@]}"; do [ -f "$BUILD/tests/$t" ] && cp "$BUILD/tests/$t" "$stage/bin/"; done
+    [ -f "$BUILD/bench/bench_cuda" ] && cp "$BUILD/bench/bench_cuda" "$stage/bin/"
     # Libraries: what ldd resolves, minus the C library family and CUDA's own.
     for f in "$stage"/bin/*; do ldd "$f"; done | awk '/=> \// {print $1, $3}' | sort -u |
       grep -v -E '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
@@ -53,8 +55,12 @@ case "$cmd" in
     rc=0
     for t in "$@"; do
       echo "=== $t"
-      "$DIR/bin/$t" --gtest_brief=1 >"$LOG/$t.log" 2>&1 || rc=1
-      grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|tests? ran" "$LOG/$t.log" | head -60 || true
+      if [[ "$t" == bench_* ]]; then
+        "$DIR/bin/$t" --benchmark_min_time=0.3 2>&1 | tee "$LOG/$t.log" || rc=1
+      else
+        "$DIR/bin/$t" --gtest_brief=1 >"$LOG/$t.log" 2>&1 || rc=1
+        grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|tests? ran" "$LOG/$t.log" | head -60 || true
+      fi
     done
     exit $rc
     ;;
