@@ -92,3 +92,26 @@ struct SoftmaxCall {
 void launch_softmax(const SoftmaxCall& c);  // softmax.cu
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// nll_loss over log_probs [N, C, S] (dense, Float32 or Float64) and int64
+// targets [N, S]; reduction 0 none, 1 mean, 2 sum. `check` is 3 int64 of
+// device scratch: [bad target seen, its value, count of non-ignored]; the
+// caller reads it back to report a bad target.
+struct NllCall {
+  const void* log_probs = nullptr;
+  const int64_t* target = nullptr;
+  const void* grad = nullptr;  // backward: the output's gradient
+  void* out = nullptr;         // forward: the loss; backward: [N, C, S], zero-filled by the caller
+  int64_t* check = nullptr;
+  Scalar dtype = Scalar::Float32;
+  int64_t N = 1, C = 1, S = 1;
+  int reduction = 1;
+  int64_t ignore_index = -100;
+  bool backward = false;
+  cudaStream_t stream = nullptr;
+};
+void launch_nll(const NllCall& c);  // nll.cu
+
+}  // namespace kiln::cuda

@@ -381,6 +381,69 @@ void softmax_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& 
   });
 }
 
+// ---- nll_loss ----
+
+// [N, C, S] of a log_probs shape ([C] or [N, C, d1, ...]); the infer rule
+// has checked it against the target.
+void nll_dims(const Shape& s, NllCall& c) {
+  if (s.size() == 1) {
+    c.C = s[0];
+    return;
+  }
+  c.N = s[0];
+  c.C = s[1];
+  for (size_t d = 2; d < s.size(); ++d) c.S *= s[d];
+}
+
+int nll_reduction(const std::string& r) { return r == "none" ? 0 : r == "mean" ? 1 : 2; }
+
+// Runs the call with its check scratch, then reports a bad target (the
+// kernels record it; this read waits for the device).
+void run_nll(NllCall& c, const Tensor& like, const char* op) {
+  Tensor check = Tensor::empty({3}, DType::Int64, like.device());
+  fill_with(check, 0.0);
+  c.check = static_cast<int64_t*>(check.data_ptr());
+  c.stream = stream_for(like.device().index);
+  launch_nll(c);
+  std::vector<int64_t> v = check.to_vector<int64_t>();
+  KILN_CHECK(v[0] == 0, op, ": target ", v[1], " is out of range for ", c.C, " classes; targets must be in [0, ", c.C,
+             ") or equal ignore_index (", c.ignore_index, ")");
+}
+
+void nll_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  const DType cd = compute_dtype(out[0].dtype());
+  Tensor lp = converted(in[0], cd).contiguous(), target = in[1].contiguous();
+  with_compute_output(out[0], cd, [&](const Tensor& y) {
+    NllCall c;
+    c.log_probs = lp.data_ptr();
+    c.target = static_cast<const int64_t*>(target.data_ptr());
+    c.out = y.data_ptr();
+    c.dtype = scalar_of(cd);
+    nll_dims(lp.shape(), c);
+    c.reduction = nll_reduction(a.s("reduction"));
+    c.ignore_index = a.i("ignore_index");
+    run_nll(c, y, "nll_loss");
+  });
+}
+
+void nll_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  const DType cd = compute_dtype(out[0].dtype());
+  Tensor g = converted(in[0], cd).contiguous(), target = in[1].contiguous();
+  with_compute_output(out[0], cd, [&](const Tensor& y) {
+    fill_with(y, 0.0);
+    NllCall c;
+    c.grad = g.data_ptr();
+    c.target = static_cast<const int64_t*>(target.data_ptr());
+    c.out = y.data_ptr();
+    c.dtype = scalar_of(cd);
+    nll_dims(y.shape(), c);
+    c.reduction = nll_reduction(a.s("reduction"));
+    c.ignore_index = a.i("ignore_index");
+    c.backward = true;
+    run_nll(c, y, "nll_loss_backward");
+  });
+}
+
 // Every CUDA kernel runs on its output's device, with autograd off for the
 // ops it calls on the way (views, contiguous copies).
 template <KernelFn F>
@@ -440,6 +503,8 @@ void register_cuda_kernels() {
       {OpId::softmax_backward, on_device<softmax_backward_kernel<false>>},
       {OpId::log_softmax_backward, on_device<softmax_backward_kernel<true>>},
       {OpId::matmul, on_device<matmul_kernel>},
+      {OpId::nll_loss, on_device<nll_kernel>},
+      {OpId::nll_loss_backward, on_device<nll_backward_kernel>},
       {OpId::full, on_device<full_kernel>},
       {OpId::fill_, on_device<fill_kernel>},
       {OpId::copy_, on_device<copy__kernel>},

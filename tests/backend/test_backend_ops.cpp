@@ -60,6 +60,12 @@ Tensors on(const Tensors& xs, Device d) {
   return r;
 }
 
+// Class indices in [0, classes) drawn from a random float tensor (on its device).
+Tensor remainder_classes(const Tensor& t, int64_t classes) {
+  Tensor u = mul(sigmoid(t), static_cast<double>(classes) - 1e-3);  // (0, classes)
+  return clamp(u.to(DType::Int64), 0.0, static_cast<double>(classes - 1));
+}
+
 // How many elements are NaN (as float32, so the case compares as numbers).
 Tensor isnan_count(const Tensor& t) { return sum(ne(t, t).to(DType::Float32)); }
 
@@ -186,6 +192,25 @@ std::vector<OpCase> op_cases() {
                [](const Tensors& x) { return matmul(x[0].to(DType::BFloat16), x[1].to(DType::BFloat16)); },
                DType::Float32, Inputs::Normal, 2e-2});
 
+  // losses (targets drawn from the input: classes 0..9)
+  auto targets = [](const Tensor& t, int64_t classes) {
+    return remainder_classes(t, classes);
+  };
+  c.push_back({"cross_entropy", {{32, 10}, {32}}, [targets](const Tensors& x) {
+                 return cross_entropy(x[0], targets(x[1], 10));
+               }, DType::Float32, Inputs::Normal, 1e-5});
+  c.push_back({"cross_entropy_smoothing", {{32, 10}, {32}}, [targets](const Tensors& x) {
+                 return cross_entropy(x[0], targets(x[1], 10), 0.1);
+               }, DType::Float32, Inputs::Normal, 1e-5});
+  c.push_back({"nll_loss_none_ignore", {{16, 5, 3}, {16, 3}}, [targets](const Tensors& x) {
+                 Tensor t = targets(x[1], 6);  // class 5 becomes ignore_index
+                 t = where(eq(t, 5.0), scalar_tensor(-100.0, DType::Int64), t);
+                 return nll_loss(log_softmax(x[0], 1), t, "none");
+               }});
+  c.push_back({"nll_loss_sum", {{16, 5}, {16}}, [targets](const Tensors& x) {
+                 return nll_loss(log_softmax(x[0], 1), targets(x[1], 5), "sum");
+               }});
+
   // factories and in-place updates
   c.push_back({"zeros_like", {{4, 5}}, [](const Tensors& x) { return add(zeros_like(x[0]), x[0]); }});
   c.push_back({"ones_like", {{4, 5}}, [](const Tensors& x) { return mul(ones_like(x[0]), x[0]); }});
@@ -296,6 +321,10 @@ std::vector<GradCase> grad_cases() {
       {"softmax", {{3, 5}}, [](const Tensors& x) { return softmax(x[0], 1); }},
       {"log_softmax_dim0", {{4, 3}}, [](const Tensors& x) { return log_softmax(x[0], 0); }},
       {"amax", {{3, 5}}, [](const Tensors& x) { return amax(x[0], {1}); }},
+      {"cross_entropy", {{6, 4}}, [](const Tensors& x) {
+         Tensor t = from_vector(std::vector<int64_t>{0, 3, 1, 1, 2, 0}, {6}).to(x[0].device());
+         return cross_entropy(x[0], t, 0.1);
+       }},
   };
 }
 
@@ -405,6 +434,19 @@ TEST(CudaDevice, AllocatorSplitsAndMergesBlocks) {
   cuda::AllocatorStats s2 = cuda::allocator_stats();
   EXPECT_EQ(s2.reserved_bytes, s0.reserved_bytes);
   EXPECT_EQ(s2.num_cuda_frees - s0.num_cuda_frees, segments_made);
+}
+
+TEST(CudaDevice, BadTargetIsAClearError) {
+  SKIP_WITHOUT_CUDA();
+  Tensor logits = randn({4, 3}).to(kCuda);
+  Tensor t = from_vector(std::vector<int64_t>{0, 1, 7, 2}, {4}).to(kCuda);
+  std::string msg;
+  try {
+    cross_entropy(logits, t);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("target 7 is out of range for 3 classes"), std::string::npos) << msg;
 }
 
 TEST(CudaDevice, StreamsAndEvents) {
