@@ -163,6 +163,10 @@ std::vector<OpCase> op_cases() {
                Inputs::Normal, 1e-4});
   c.push_back({"sum_batch_of_rows", {{512, 10}}, [](const Tensors& x) { return sum(x[0], {0}); }, DType::Float32,
                Inputs::Normal, 1e-4});
+  c.push_back({"sum_many_columns", {{70, 200000}}, [](const Tensors& x) { return sum(x[0], {0}); }, DType::Float32,
+               Inputs::Normal, 1e-4});
+  c.push_back({"mean_long_columns", {{4096, 33}}, [](const Tensors& x) { return mean(x[0], {0}); }, DType::Float32,
+               Inputs::Normal, 1e-4});
   c.push_back({"sum_int64", {{9, 11}}, [](const Tensors& x) { return sum(x[0], {1}); }, DType::Int64});
   c.push_back({"mean_float16", {{64, 33}}, [](const Tensors& x) { return mean(x[0].to(DType::Float16), {1}); },
                DType::Float32, Inputs::Normal, 2e-3});
