@@ -115,3 +115,19 @@ struct NllCall {
 void launch_nll(const NllCall& c);  // nll.cu
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// out[o, i] = the first index r of the largest in[o, r, i] (the first NaN
+// wins, as on the CPU) over a dense [outer, D, inner] input; dtype Float32,
+// Float64 or Int64; out is int64.
+struct ArgmaxCall {
+  const void* in = nullptr;
+  int64_t* out = nullptr;
+  Scalar dtype = Scalar::Float32;
+  int64_t outer = 1, dim = 1, inner = 1;
+  cudaStream_t stream = nullptr;
+};
+void launch_argmax(const ArgmaxCall& c);  // argmax.cu
+
+}  // namespace kiln::cuda

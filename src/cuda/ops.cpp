@@ -389,6 +389,27 @@ void softmax_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& 
   });
 }
 
+// ---- argmax ----
+
+void argmax_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  const Tensor& x = in[0];
+  const DType cd = x.dtype() == DType::Float64 ? DType::Float64
+                   : is_floating(x.dtype())    ? DType::Float32
+                                               : DType::Int64;
+  if (x.dim() == 0) {
+    fill_with(out[0], 0.0);
+    return;
+  }
+  AroundDim t = around_dim(x, a.i("dim"), cd);
+  ArgmaxCall c;
+  c.in = t.t.data_ptr();
+  c.out = static_cast<int64_t*>(out[0].data_ptr());
+  c.dtype = scalar_of(cd);
+  c.outer = t.outer, c.dim = t.D, c.inner = t.inner;
+  c.stream = stream_for(out[0].device().index);
+  launch_argmax(c);
+}
+
 // ---- nll_loss ----
 
 // [N, C, S] of a log_probs shape ([C] or [N, C, d1, ...]); the infer rule
@@ -506,6 +527,7 @@ void register_cuda_kernels() {
       {OpId::mean, on_device<reduce_kernel<ReduceOp::Sum, true>>},
       {OpId::amax, on_device<reduce_kernel<ReduceOp::Max>>},
       {OpId::amin, on_device<reduce_kernel<ReduceOp::Min>>},
+      {OpId::argmax, on_device<argmax_kernel>},
       {OpId::softmax, on_device<softmax_kernel<false>>},
       {OpId::log_softmax, on_device<softmax_kernel<true>>},
       {OpId::softmax_backward, on_device<softmax_backward_kernel<false>>},

@@ -150,6 +150,17 @@ std::vector<OpCase> op_cases() {
                  y.slice(1, 3, 4).fill_(std::nan(""));
                  return isnan_count(amin(y, {1}));
                }});
+  for (int64_t dim : {0, 1, 2}) {
+    c.push_back({"argmax", {{6, 50, 7}}, [dim](const Tensors& x) { return argmax(x[0], dim); }});
+    c.push_back({"argmax_keepdim", {{6, 50, 7}}, [dim](const Tensors& x) { return argmax(x[0], dim, true); }});
+  }
+  c.push_back({"argmax_long_row", {{3, 100000}}, [](const Tensors& x) { return argmax(x[0], 1); }});
+  c.push_back({"argmax_ties_and_nan", {{4, 6}}, [](const Tensors& x) {
+                 Tensor y = clamp(x[0], -0.2, 0.2);  // ties at the bounds: the first one wins
+                 y.slice(0, 2, 3).slice(1, 4, 5).fill_(std::nan(""));
+                 return argmax(y, 1);
+               }});
+  c.push_back({"argmax_int64", {{9, 11}}, [](const Tensors& x) { return argmax(x[0], 0); }, DType::Int64});
   for (int64_t dim : {-1, 0, 1}) {
     c.push_back({"softmax", {{8, 300}}, [dim](const Tensors& x) { return softmax(x[0], dim); }});
     c.push_back({"log_softmax", {{8, 300}}, [dim](const Tensors& x) { return log_softmax(x[0], dim); }});
