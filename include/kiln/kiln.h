@@ -1,5 +1,6 @@
 // Everything a kiln user needs: tensors, ops, autograd, random numbers.
 #pragma once
+#include "kiln/cuda.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"

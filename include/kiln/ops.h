@@ -209,6 +209,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor as_strided(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
+// A copy on `device` (Tensor::to(Device)); gradients flow back to x's device.
+Tensor to_device(const Tensor& x, Device device);
 Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t dim, int64_t start, int64_t end,
                       int64_t step);
 

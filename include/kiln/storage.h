@@ -16,6 +16,8 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  // Memory on one device of the allocator's type (CUDA: device.index).
+  virtual void* allocate_on(Device device, size_t nbytes) { return allocate(nbytes); }
   // Returns cached blocks to the system.
   virtual void empty_cache() {}
   // Bytes currently handed out and bytes held in the cache.

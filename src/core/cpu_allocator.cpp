@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cuda/backend.h"
 #include "kiln/error.h"
 #include "kiln/storage.h"
 
@@ -89,6 +90,7 @@ Allocator& allocator_for(DeviceType type) {
     static CpuCachingAllocator* cpu = new CpuCachingAllocator();  // lives to exit: tensors may outlive statics
     slot(type) = cpu;
   }
+  if (type == DeviceType::CUDA && slot(type) == nullptr) slot(type) = &cuda::device_allocator();
   Allocator* a = slot(type);
   KILN_CHECK(a != nullptr, "no allocator for device type ", type == DeviceType::CUDA ? "cuda" : "cpu",
              ": this build of kiln has no such backend; rebuild with it or use Device::cpu()");
@@ -99,7 +101,7 @@ void register_allocator(DeviceType type, Allocator* allocator) { slot(type) = al
 
 Storage::Storage(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device.type)) {
-  data_ = allocator_->allocate(nbytes);
+  data_ = allocator_->allocate_on(device, nbytes);
 }
 
 Storage::~Storage() { allocator_->deallocate(data_, nbytes_); }

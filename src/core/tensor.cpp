@@ -110,12 +110,7 @@ Tensor Tensor::detach() const {
 }
 
 Tensor Tensor::to(DType d) const { return d == dtype() ? *this : cast(*this, d); }
-Tensor Tensor::to(Device d) const {
-  if (d == device()) return *this;
-  KILN_FAIL("to(", d, "): cannot copy a ", dtype_name(dtype()), shape_str(shape()), " tensor from ", device(), " to ", d,
-            ": this build of kiln has no ", d.is_cuda() ? "CUDA" : "such", " backend; rebuild with it or keep the tensor on ",
-            device());
-}
+Tensor Tensor::to(Device d) const { return d == device() ? *this : kiln::to_device(*this, d); }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
 Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 Tensor Tensor::view(const Shape& s) const { return kiln::view(*this, s); }

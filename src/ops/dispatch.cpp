@@ -2,6 +2,8 @@
 #include <sstream>
 
 #include "autograd/node.h"
+#include "cuda/backend.h"
+#include "kiln/cuda.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -42,6 +44,8 @@ Registry& registry() {
     register_index_ops();
     register_factory_ops();
     register_inplace_ops();
+    register_device_ops();
+    cuda::register_cuda_kernels();  // a no-op in a build without CUDA
     return registry_storage();
   }();
   return r;
@@ -58,6 +62,13 @@ void define_op(const OpDef& def) {
   KILN_ASSERT(!r.defined[i], "op '", op_name(def.id), "' is defined twice");
   r.defs[i] = def;
   r.defined[i] = true;
+}
+
+void register_kernel(OpId id, DeviceType device, KernelFn kernel) {
+  Registry& r = registry_storage();
+  int i = static_cast<int>(id);
+  KILN_ASSERT(r.defined[i], "register_kernel: op '", op_name(id), "' must be defined before a backend adds kernels");
+  r.defs[i].kernels[static_cast<int>(device)] = kernel;
 }
 
 const OpDef& op_def(OpId id) {
@@ -93,11 +104,15 @@ std::vector<std::string> verify_op_table() {
   return problems;
 }
 
+// A host scalar (a 0-dim CPU tensor) may join tensors of any device, as in
+// PyTorch: kernels read it by value.
+bool is_host_scalar(const Tensor& t) { return t.impl()->wrapped_number || (t.dim() == 0 && t.device().is_cpu()); }
+
 Device common_device(TensorSpan inputs, const char* op) {
   Device dev = Device::cpu();
   bool found = false;
   for (const Tensor& t : inputs) {
-    if (!t.defined() || t.impl()->wrapped_number) continue;
+    if (!t.defined() || is_host_scalar(t)) continue;
     if (!found) {
       dev = t.device();
       found = true;
@@ -162,8 +177,17 @@ Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
     std::vector<TensorMeta> metas = def.infer(inputs, attrs);
     Device dev = metas.empty() ? common_device(inputs, op_name(id)) : metas[0].device;
     KernelFn kernel = def.kernels[static_cast<int>(dev.type)];
+    if (kernel == nullptr && dev.is_cuda()) cuda::check_device(dev, op_name(id));  // no GPU or no CUDA: say so
     KILN_CHECK(kernel != nullptr, op_name(id), ": no kernel for device ", dev,
                " in this build; move the inputs to a device that has one (e.g. .to(Device::cpu()))");
+    if (!def.inputs_on_any_device) {
+      // A kernel reads its inputs' memory directly: one on another device
+      // would be a wild read. Host scalars are passed by value.
+      for (const Tensor& t : inputs)
+        KILN_CHECK(!t.defined() || t.device() == dev || is_host_scalar(t), op_name(id), ": an input is on ",
+                   t.device(), " but the op runs on ", dev, " (", describe(inputs),
+                   "); move it with .to(", dev, ")");
+    }
     if (kind == OpKind::Inplace) {
       const Tensor& self = inputs[0];
       KILN_CHECK(!(grad_mode_enabled() && self.requires_grad()), op_name(id), ": in-place update of a ",

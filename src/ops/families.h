@@ -15,4 +15,5 @@ void register_loss_ops();
 void register_index_ops();
 void register_factory_ops();
 void register_inplace_ops();
+void register_device_ops();
 }  // namespace kiln

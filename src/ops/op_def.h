@@ -23,7 +23,7 @@ constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 // Bump when ops.def grows, so an added op is a deliberate, reviewed change.
-static_assert(kNumOps == 91, "ops.def changed: update this count and give the new op a definition");
+static_assert(kNumOps == 92, "ops.def changed: update this count and give the new op a definition");
 
 enum class OpKind : uint8_t { Pointwise, Reduction, View, Extern, Random, Composite, Factory, Inplace, Other };
 
@@ -81,6 +81,9 @@ struct OpDef {
   int num_outputs = 1;
   // Outputs past the first that carry no gradient (indices, masks, stats).
   int num_differentiable_outputs = 1;
+  // Inputs may live on another device than the kernel's (to_device); for
+  // every other op dispatch requires them on the kernel's device.
+  bool inputs_on_any_device = false;
 };
 
 // Builders for the common shapes of definition (family files tweak the
@@ -116,6 +119,9 @@ inline OpDef composite_op(OpId id, DecomposeFn decompose) {
 // Registers the definition for def.id (each family file does this for its
 // ops in its register_*_ops function).
 void define_op(const OpDef& def);
+// Adds (or replaces) the kernel of an already defined op for one device type:
+// how a backend (src/cuda/) adds kernels without editing the family files.
+void register_kernel(OpId id, DeviceType device, KernelFn kernel);
 const OpDef& op_def(OpId id);
 // Every op in ops.def defined with what its kind needs; returns the problems
 // (the ops_table test requires none).
@@ -129,7 +135,9 @@ inline Tensor dispatch1(OpId id, Tensors inputs, const Attrs& attrs = {}) {
 }
 
 // Helpers for infer functions.
+// The inputs' device; host scalars (numbers, 0-dim CPU tensors) join any.
 Device common_device(TensorSpan inputs, const char* op);
+bool is_host_scalar(const Tensor& t);
 // PyTorch's result_type over tensors (wrapped numbers only win across categories).
 DType result_type(TensorSpan inputs);
 std::string describe(TensorSpan inputs);  // "float32[2, 3], int64[4]"

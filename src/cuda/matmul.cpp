@@ -1,0 +1,207 @@
+// matmul on CUDA through cuBLASLt: float32 (full float32 arithmetic, no
+// TF32, so results match the CPU's), float64, and float16/bfloat16 with
+// float32 accumulation. Strided and transposed operands go to cuBLASLt as
+// they are (a transpose flag and a leading dimension); only operands with
+// neither of the last two dims unit-stride, or broadcast batches, are copied.
+//
+// cuBLASLt is column-major: row-major C = A B is computed as C^T = B^T A^T,
+// whose column-major operands are exactly the row-major buffers.
+#include <cublasLt.h>
+
+#include <array>
+#include <mutex>
+#include <optional>
+
+#include "cuda/check.h"
+#include "kiln/cuda.h"
+#include "kiln/ops.h"
+#include "ops/op_def.h"
+
+namespace kiln::cuda {
+
+[[noreturn]] void throw_cublas_error(int status, const char* what, const char* call) {
+  KILN_FAIL(what, ": cuBLASLt error ", status, " (", cublasLtGetStatusString(static_cast<cublasStatus_t>(status)),
+            ") from ", call);
+}
+
+#define KILN_CUBLAS_CHECK(call)                                                                 \
+  do {                                                                                          \
+    cublasStatus_t kiln_st_ = (call);                                                           \
+    if (kiln_st_ != CUBLAS_STATUS_SUCCESS) throw_cublas_error(static_cast<int>(kiln_st_), "matmul", #call); \
+  } while (0)
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr int kMaxDevices = 64;
+
+struct DeviceBlas {
+  cublasLtHandle_t handle = nullptr;
+  Tensor workspace;
+};
+
+DeviceBlas& blas_for(int device) {
+  static std::array<DeviceBlas, kMaxDevices> all;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceBlas& b = all[static_cast<size_t>(device)];
+  if (b.handle == nullptr) {
+    KILN_CUBLAS_CHECK(cublasLtCreate(&b.handle));
+    b.workspace = Tensor::empty({static_cast<int64_t>(kWorkspaceBytes)}, DType::UInt8, Device::cuda(device));
+  }
+  return b;
+}
+
+// One column-major operand for cuBLASLt.
+struct LtOperand {
+  const void* data = nullptr;
+  cublasOperation_t op = CUBLAS_OP_N;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0, batch_stride = 0;
+};
+
+// The row-major [B, R, C] tensor t as the column-major matrix t^T (C x R):
+// directly when its last dim is unit-stride, as t with a transpose flag when
+// its middle dim is; nullopt otherwise (the caller copies it).
+std::optional<LtOperand> transposed_view(const Tensor& t) {
+  const int64_t R = t.shape()[1], C = t.shape()[2];
+  int64_t sB = t.strides()[0], sR = t.strides()[1], sC = t.strides()[2];
+  if (R == 1) sR = C;  // the stride of a size-1 dim addresses nothing
+  if (C == 1) sC = 1;
+  if (t.shape()[0] > 1 && sB == 0) return std::nullopt;  // broadcast batch
+  LtOperand o;
+  o.data = t.data_ptr();
+  o.batch_stride = t.shape()[0] > 1 ? sB : 0;
+  if (sC == 1 && sR >= std::max<int64_t>(C, 1)) {
+    o.op = CUBLAS_OP_N;
+    o.rows = static_cast<uint64_t>(C);
+    o.cols = static_cast<uint64_t>(R);
+    o.ld = sR;
+    return o;
+  }
+  if (C == 1) sC = R;  // a column: either reading works; prefer the flag path below
+  if (sR == 1 && sC >= std::max<int64_t>(R, 1)) {
+    o.op = CUBLAS_OP_T;
+    o.rows = static_cast<uint64_t>(R);
+    o.cols = static_cast<uint64_t>(C);
+    o.ld = sC;
+    return o;
+  }
+  return std::nullopt;
+}
+
+LtOperand operand(Tensor& t) {
+  if (auto o = transposed_view(t)) return *o;
+  t = t.contiguous();
+  return *transposed_view(t);
+}
+
+struct Layout {
+  cublasLtMatrixLayout_t desc = nullptr;
+  Layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int batch, int64_t batch_stride) {
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc, type, rows, cols, ld));
+    if (batch > 1) {
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                         &batch_stride, sizeof(batch_stride)));
+    }
+  }
+  ~Layout() { cublasLtMatrixLayoutDestroy(desc); }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
+};
+
+// [batch..., R, C] broadcast to `batch` and viewed as [B, R, C].
+Tensor as_batched3(const Tensor& t, const Shape& batch) {
+  int64_t R = t.shape()[t.dim() - 2], C = t.shape()[t.dim() - 1];
+  Shape full = batch;
+  full.push_back(R);
+  full.push_back(C);
+  Tensor e = t.shape() == full ? t : t.expand(full);
+  return e.reshape({numel_of(batch), R, C});
+}
+
+}  // namespace
+
+void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  Tensor& c = out[0];
+  const DType dt = c.dtype();
+  cudaDataType_t data_type;
+  cublasComputeType_t compute;
+  cudaDataType_t scale_type;
+  switch (dt) {
+    case DType::Float32: data_type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
+    case DType::Float64: data_type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, scale_type = CUDA_R_64F; break;
+    case DType::Float16: data_type = CUDA_R_16F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
+    case DType::BFloat16: data_type = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
+    default:
+      KILN_FAIL("matmul: ", dtype_name(dt), " operands are not supported on CUDA (cuBLASLt takes float32, float64, "
+                "float16 and bfloat16); cast them, or compute on the CPU with .to(Device::cpu())");
+  }
+  if (c.numel() == 0) return;
+  const int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1], N = b.shape()[b.dim() - 1];
+  if (K == 0) {
+    c.fill_(0.0);
+    return;
+  }
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  const Shape batch = broadcast_shapes(ab, bb, "matmul (batch dims)");
+  int64_t B = numel_of(batch);
+  Tensor a3, b3;
+  if (b.dim() == 2 && a.dim() > 2) {
+    // [batch..., M, K] x [K, N]: one [B*M, K] x [K, N] product.
+    a3 = a.reshape({1, B * M, K});
+    b3 = b.unsqueeze(0);
+    B = 1;
+  } else {
+    a3 = as_batched3(a, batch);
+    b3 = as_batched3(b, batch);
+  }
+  const int64_t rows_c = a3.shape()[1];  // M, or B*M when folded
+  // C^T (N x rows_c) = B^T (N x K) * A^T (K x rows_c)
+  LtOperand A = operand(b3), Bop = operand(a3);
+  const int batch_count = static_cast<int>(B);
+
+  const int device = c.device().index;
+  DeviceBlas& blas = blas_for(device);
+  cublasLtMatmulDesc_t op_desc = nullptr;
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_desc, compute, scale_type));
+  struct DescGuard {
+    cublasLtMatmulDesc_t d;
+    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+  } desc_guard{op_desc};
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_desc, CUBLASLT_MATMUL_DESC_TRANSA, &A.op, sizeof(A.op)));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_desc, CUBLASLT_MATMUL_DESC_TRANSB, &Bop.op, sizeof(Bop.op)));
+
+  Layout la(data_type, A.rows, A.cols, A.ld, batch_count, A.batch_stride);
+  Layout lb(data_type, Bop.rows, Bop.cols, Bop.ld, batch_count, Bop.batch_stride);
+  Layout lc(data_type, static_cast<uint64_t>(N), static_cast<uint64_t>(rows_c), N, batch_count, rows_c * N);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } pref_guard{pref};
+  size_t ws = kWorkspaceBytes;
+  KILN_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  KILN_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(blas.handle, op_desc, la.desc, lb.desc, lc.desc, lc.desc, pref, 1, &result, &found));
+  KILN_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for ", dtype_name(dt), shape_str(a.shape()), " x ",
+             shape_str(b.shape()), "; make the operands contiguous or compute on the CPU");
+
+  const double alpha64 = 1.0, beta64 = 0.0;
+  const float alpha32 = 1.0f, beta32 = 0.0f;
+  const void* alpha = scale_type == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = scale_type == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
+  KILN_CUBLAS_CHECK(cublasLtMatmul(blas.handle, op_desc, alpha, A.data, la.desc, Bop.data, lb.desc, beta, c.data_ptr(),
+                                   lc.desc, c.data_ptr(), lc.desc, &result.algo, blas.workspace.data_ptr(), ws,
+                                   stream_for(device)));
+}
+
+}  // namespace kiln::cuda
