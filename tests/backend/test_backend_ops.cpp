@@ -463,8 +463,8 @@ TEST(CudaDevice, MlpTrainingMatchesCpu) {
   };
   auto cpu_model = make_model(), gpu_model = make_model();
   gpu_model->to(kCuda);
-  optim::AdamW cpu_opt(cpu_model->parameters(), {.lr = 1e-2});
-  optim::AdamW gpu_opt(gpu_model->parameters(), {.lr = 1e-2});
+  optim::AdamW cpu_opt(cpu_model->parameters(), optim::AdamWOptions(1e-2));
+  optim::AdamW gpu_opt(gpu_model->parameters(), optim::AdamWOptions(1e-2));
   Generator gen(9);
   Tensor x = randn({64, 20}, {}, &gen);
   Tensor y = clamp(mul(sigmoid(randn({64}, {}, &gen)), 5.0).to(DType::Int64), 0.0, 4.0);
