@@ -31,7 +31,8 @@ Bytes read(const fs::path& p) {
 }
 Bytes gzip(const Bytes& in) {
   z_stream zs{};
-  if (deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) throw std::runtime_error("deflateInit2");
+  if (deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("deflateInit2");
   Bytes out(deflateBound(&zs, in.size()) + 64);
   zs.next_in = const_cast<Bytes::value_type*>(in.data());
   zs.avail_in = static_cast<uInt>(in.size());

@@ -52,12 +52,12 @@ class SmallCNN : public nn::Module {
 
 namespace {
 
-[[noreturn]] void usage(const std::string& why) {
+[[noreturn]] void usage(const std::string& why, int code = 2) {
   std::fprintf(stderr,
                "custom_module: %s\nusage: custom_module [--steps N] [--data fashion-mnist|cifar10] "
                "[--data-dir DIR] [--save FILE]\n",
                why.c_str());
-  std::exit(2);
+  std::exit(code);
 }
 
 }  // namespace
@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
       std::string v = value();
       char* end = nullptr;
       long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 1000000) usage("--steps expects an integer in 1..1000000, got '" + v + "'");
+      if (v.empty() || *end != '\0' || n < 1 || n > 1000000)
+        usage("--steps expects an integer in 1..1000000, got '" + v + "'");
       steps = n;
     } else if (a == "--data") {
       data_name = value();
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
     } else if (a == "--save") {
       save = value();
     } else if (a == "--help" || a == "-h") {
-      usage("trains a small user-written CNN for a few steps");
+      usage("trains a small user-written CNN for a few steps", 0);
     } else {
       usage("unknown argument '" + a + "'");
     }
@@ -118,8 +119,8 @@ int main(int argc, char** argv) {
     data::DataLoader loader(std::make_shared<data::ImageDataset>(std::move(train)), lo);
     loader.start_epoch(0);
 
-    std::printf("SmallCNN: %lld parameters in %zu tensors; state_dict keys:", static_cast<long long>(model->num_parameters()),
-                model->parameters().size());
+    std::printf("SmallCNN: %lld parameters in %zu tensors; state_dict keys:",
+                static_cast<long long>(model->num_parameters()), model->parameters().size());
     for (const auto& [key, t] : model->state_dict()) std::printf(" %s", key.c_str());
     std::printf("\n");
 

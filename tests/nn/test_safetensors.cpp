@@ -307,7 +307,8 @@ TEST(Safetensors, RefusesToWriteInvalidUtf8) {
   TempDir dir;
   std::string p = dir.file("u.safetensors");
   EXPECT_KILN_ERROR(save_safetensors(p, {{"w\xff", ones({1})}}), "tensor name", "not valid UTF-8");
-  EXPECT_KILN_ERROR(save_safetensors(p, {{"w", ones({1})}}, {{"note", "\xc3"}}), "metadata \"note\"", "not valid UTF-8");
+  EXPECT_KILN_ERROR(save_safetensors(p, {{"w", ones({1})}}, {{"note", "\xc3"}}), "metadata \"note\"",
+                    "not valid UTF-8");
   EXPECT_FALSE(fs::exists(p));
 }
 
