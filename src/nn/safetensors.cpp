@@ -15,17 +15,27 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
-#include "core/json.h"
+#include <nlohmann/json.hpp>
+
 #include "kiln/serialize.h"
 
 namespace kiln {
 
 namespace {
 
+// Order-preserving, so headers are written (and read back) in document order.
+using Json = nlohmann::ordered_json;
+
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // as the reference reader
+// A safetensors header nests three deep ({name: {"shape": [..]}}); anything
+// much deeper is not a checkpoint, and refusing it early bounds the work.
+constexpr int kMaxHeaderDepth = 16;
 
 struct DTypeName {
   DType dtype;
@@ -72,6 +82,35 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   }
 }
 
+// The header text, padded with spaces to a multiple of 8 bytes so the data
+// section is aligned (as the reference writer). Non-ASCII is written as UTF-8
+// (not \u escapes); invalid UTF-8 is refused, since no reader accepts it.
+std::string dump_header(const Json& header, const std::string& path, const nn::TensorDict& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const Json::type_error&) {
+    auto valid = [](const std::string& s) {
+      try {
+        (void)Json(s).dump();
+        return true;
+      } catch (const Json::type_error&) {
+        return false;
+      }
+    };
+    for (const auto& [k, v] : metadata)
+      KILN_CHECK(valid(k) && valid(v), "save_safetensors(", path, "): metadata \"", k,
+                 "\" is not valid UTF-8; safetensors headers are UTF-8 JSON");
+    for (const auto& [name, t] : tensors)
+      KILN_CHECK(valid(name), "save_safetensors(", path, "): the tensor name \"", name,
+                 "\" is not valid UTF-8; safetensors headers are UTF-8 JSON");
+    throw;
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
 std::string dir_of(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -84,12 +123,14 @@ std::string dir_of(const std::string& path) {
 void save_safetensors(const std::string& path, const nn::TensorDict& tensors,
                       const std::map<std::string, std::string>& metadata) {
   KILN_CHECK(!path.empty(), "save_safetensors: the path is empty");
-  // Header and the tensors' bytes, in the given order.
-  json::Value header = json::Value::object();
+  // Header and the tensors' bytes, in the given order (ordered_json keeps
+  // insertion order: __metadata__ first, then the tensors as given, each as
+  // {"dtype", "shape", "data_offsets"}, the layout kiln has always written).
+  Json header = Json::object();
   if (!metadata.empty()) {
-    json::Value meta = json::Value::object();
-    for (const auto& [k, v] : metadata) meta.set(k, json::Value::string(v));
-    header.set("__metadata__", std::move(meta));
+    Json meta = Json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header["__metadata__"] = std::move(meta);
   }
   std::set<std::string> names;
   std::vector<Tensor> data;
@@ -100,20 +141,18 @@ void save_safetensors(const std::string& path, const nn::TensorDict& tensors,
                "\" appears twice; tensor names in a checkpoint must be unique");
     KILN_CHECK(t.defined(), "save_safetensors(", path, "): tensor \"", name, "\" is undefined");
     Tensor c = t.detach().to(Device::cpu()).contiguous();
-    json::Value shape = json::Value::array();
-    for (int64_t s : c.shape()) shape.push_back(json::Value::integer(s));
+    Json shape = Json::array();
+    for (int64_t s : c.shape()) shape.push_back(s);
     uint64_t nbytes = c.nbytes();
-    json::Value info = json::Value::object();
-    info.set("dtype", json::Value::string(st_name(c.dtype())));
-    info.set("shape", std::move(shape));
-    info.set("data_offsets", json::Value::array({json::Value::integer(static_cast<int64_t>(offset)),
-                                                 json::Value::integer(static_cast<int64_t>(offset + nbytes))}));
-    header.set(name, std::move(info));
+    Json info = Json::object();
+    info["dtype"] = st_name(c.dtype());
+    info["shape"] = std::move(shape);
+    info["data_offsets"] = Json::array({offset, offset + nbytes});
+    header[name] = std::move(info);
     offset += nbytes;
     data.push_back(c);
   }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string text = dump_header(header, path, tensors, metadata);
   uint64_t n = text.size();
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
@@ -170,6 +209,66 @@ void read_at(int fd, void* dst, uint64_t n, uint64_t at, const std::string& path
   }
 }
 
+// "a string", "an array", ... for messages.
+std::string kind_of(const Json& v) {
+  std::string k = v.is_number_integer() ? "integer" : v.is_number() ? "number" : v.type_name();
+  return (k == "array" || k == "object" || k == "integer" ? "an " : "a ") + k;
+}
+
+// A value quoted in a message, cut short (a hostile header may hold megabytes).
+std::string excerpt(const Json& v) {
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+// A non-negative integer that fits int64, or nullopt (fractions, negatives,
+// 1e3, strings...).
+std::optional<uint64_t> as_size(const Json& v) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return u;
+    return std::nullopt;
+  }
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  return std::nullopt;
+}
+
+// Parses the header, refusing what nlohmann would otherwise accept silently:
+// a key repeated in one object (the last would win) and deep nesting.
+Json parse_header(const std::string& text, const std::string& where) {
+  std::vector<std::unordered_set<std::string>> keys;  // one set per open object
+  auto check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        KILN_CHECK(depth < kMaxHeaderDepth, where, "the header nests more than ", kMaxHeaderDepth,
+                   " levels deep; not a safetensors header");
+        if (event == Json::parse_event_t::object_start) keys.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+        keys.pop_back();
+        break;
+      case Json::parse_event_t::key: {
+        const auto& key = parsed.get_ref<const std::string&>();
+        KILN_CHECK(keys.back().insert(key).second, where, "the header names \"", key, "\" twice");
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text, check);
+  } catch (const Json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 6: ..." without the bracketed id.
+    std::string_view msg = e.what();
+    if (size_t close = msg.find("] "); msg.starts_with("[json.exception.") && close != std::string_view::npos)
+      msg.remove_prefix(close + 2);
+    KILN_FAIL(where, "the header is not valid JSON (", msg, ")");
+  }
+}
+
 }  // namespace
 
 nn::TensorDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
@@ -194,76 +293,59 @@ nn::TensorDict load_safetensors(const std::string& path, std::map<std::string, s
   std::string text(n, '\0');
   read_at(f.fd, text.data(), n, 8, path);
   KILN_CHECK(text[0] == '{', where, "the header does not start with '{'; not a safetensors file");
-  json::Value header;
-  try {
-    header = json::parse(text);
-  } catch (const Error& e) {
-    KILN_FAIL(where, "the header is not valid JSON (", e.what(), ")");
-  }
-  KILN_CHECK(header.is_object(), where, "the header is a JSON ", header.kind_name(), ", expected an object");
+  const Json header = parse_header(text, where);
+  KILN_CHECK(header.is_object(), where, "the header is ", kind_of(header), ", expected an object");
 
   const uint64_t data_size = size - 8 - n;
   std::vector<Entry> entries;
-  std::set<std::string> seen;
   if (metadata) metadata->clear();
-  for (const auto& [name, v] : header.members()) {
-    KILN_CHECK(seen.insert(name).second, where, "the header names \"", name, "\" twice");
+  for (const auto& [name, v] : header.items()) {
     if (name == "__metadata__") {
-      KILN_CHECK(v.is_object(), where, "\"__metadata__\" must be an object of strings, got a ", v.kind_name());
-      for (const auto& [k, mv] : v.members()) {
-        KILN_CHECK(mv.is_string(), where, "metadata \"", k, "\" must be a string, got a ", mv.kind_name());
-        if (metadata) (*metadata)[k] = mv.as_string();
+      KILN_CHECK(v.is_object(), where, "\"__metadata__\" must be an object of strings, got ", kind_of(v));
+      for (const auto& [k, mv] : v.items()) {
+        KILN_CHECK(mv.is_string(), where, "metadata \"", k, "\" must be a string, got ", kind_of(mv));
+        if (metadata) (*metadata)[k] = mv.get<std::string>();
       }
       continue;
     }
     const std::string what = where + "tensor \"" + name + "\": ";
-    KILN_CHECK(v.is_object(), what, "expected an object {dtype, shape, data_offsets}, got a ", v.kind_name());
-    const json::Value* dt = v.find("dtype");
-    const json::Value* shape = v.find("shape");
-    const json::Value* offs = v.find("data_offsets");
-    KILN_CHECK(dt && shape && offs, what, "missing ", !dt ? "\"dtype\"" : !shape ? "\"shape\"" : "\"data_offsets\"");
-    KILN_CHECK(dt->is_string(), what, "\"dtype\" must be a string, got a ", dt->kind_name());
+    KILN_CHECK(v.is_object(), what, "expected an object {dtype, shape, data_offsets}, got ", kind_of(v));
+    auto dt = v.find("dtype"), shape = v.find("shape"), offs = v.find("data_offsets");
+    KILN_CHECK(dt != v.end() && shape != v.end() && offs != v.end(), what, "missing ",
+               dt == v.end() ? "\"dtype\"" : shape == v.end() ? "\"shape\"" : "\"data_offsets\"");
+    KILN_CHECK(dt->is_string(), what, "\"dtype\" must be a string, got ", kind_of(*dt));
+    const std::string& dtype = dt->get_ref<const std::string&>();
     Entry e;
     e.name = name;
-    KILN_CHECK(st_dtype(dt->as_string(), &e.dtype), what, "dtype \"", dt->as_string(),
+    KILN_CHECK(st_dtype(dtype, &e.dtype), what, "dtype \"", dtype,
                "\" is not supported by kiln (supported: F32, F64, BF16, F16, I64, I32, U8, BOOL)");
-    KILN_CHECK(shape->is_array(), what, "\"shape\" must be an array, got a ", shape->kind_name());
+    KILN_CHECK(shape->is_array(), what, "\"shape\" must be an array, got ", kind_of(*shape));
     // numel * itemsize, checked for overflow
     uint64_t bytes = itemsize(e.dtype);
     bool overflow = false;
-    for (const json::Value& s : shape->items()) {
-      int64_t d = -1;
-      try {
-        d = s.as_int64();
-      } catch (const Error&) {
-        KILN_FAIL(what, "shape entries must be non-negative integers, got ", s.dump());
-      }
-      KILN_CHECK(d >= 0, what, "shape entries must be non-negative integers, got ", d);
-      e.shape.push_back(d);
-      if (d == 0) continue;
-      if (bytes > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) overflow = true;
-      bytes *= static_cast<uint64_t>(d);
+    for (const Json& s : *shape) {
+      std::optional<uint64_t> d = as_size(s);
+      KILN_CHECK(d.has_value(), what, "shape entries must be non-negative integers, got ", excerpt(s));
+      e.shape.push_back(static_cast<int64_t>(*d));
+      if (*d == 0) continue;
+      if (bytes > std::numeric_limits<uint64_t>::max() / *d) overflow = true;
+      bytes *= *d;
     }
     // (An empty tensor's other dimensions must still multiply without overflow.)
     KILN_CHECK(!overflow && bytes <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), what, "shape ",
                shape_str(e.shape), " is too large");
     if (std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end()) bytes = 0;
-    KILN_CHECK(offs->is_array() && offs->items().size() == 2, what,
-               "\"data_offsets\" must be an array [begin, end], got ", offs->dump());
-    int64_t b = -1, en = -1;
-    try {
-      b = offs->items()[0].as_int64();
-      en = offs->items()[1].as_int64();
-    } catch (const Error&) {
-      KILN_FAIL(what, "\"data_offsets\" must hold integers, got ", offs->dump());
-    }
-    KILN_CHECK(b >= 0 && en >= b, what, "bad data_offsets [", b, ", ", en, "]: need 0 <= begin <= end");
-    e.begin = static_cast<uint64_t>(b);
-    e.end = static_cast<uint64_t>(en);
-    KILN_CHECK(e.end <= data_size, what, "data_offsets [", b, ", ", en, "] run past the end of the data section (",
-               data_size, " bytes); the file is truncated or corrupt");
-    KILN_CHECK(e.end - e.begin == bytes, what, "data_offsets [", b, ", ", en, "] hold ", e.end - e.begin,
-               " bytes, but dtype ", dt->as_string(), " and shape ", shape_str(e.shape), " need ", bytes);
+    KILN_CHECK(offs->is_array() && offs->size() == 2, what, "\"data_offsets\" must be an array [begin, end], got ",
+               excerpt(*offs));
+    std::optional<uint64_t> b = as_size((*offs)[0]), en = as_size((*offs)[1]);
+    KILN_CHECK(b && en, what, "\"data_offsets\" must hold non-negative integers, got ", excerpt(*offs));
+    KILN_CHECK(*en >= *b, what, "bad data_offsets [", *b, ", ", *en, "]: need 0 <= begin <= end");
+    e.begin = *b;
+    e.end = *en;
+    KILN_CHECK(e.end <= data_size, what, "data_offsets [", *b, ", ", *en,
+               "] run past the end of the data section (", data_size, " bytes); the file is truncated or corrupt");
+    KILN_CHECK(e.end - e.begin == bytes, what, "data_offsets [", *b, ", ", *en, "] hold ", e.end - e.begin,
+               " bytes, but dtype ", dtype, " and shape ", shape_str(e.shape), " need ", bytes);
     entries.push_back(std::move(e));
   }
 

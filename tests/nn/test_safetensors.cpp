@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
-#include "core/json.h"
+#include <nlohmann/json.hpp>
+
 #include "kiln/optim.h"
 #include "kiln/serialize.h"
 #include "kiln/kiln.h"
@@ -20,6 +22,7 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
 
 class TempDir {
  public:
@@ -90,10 +93,10 @@ TEST(Safetensors, RoundTripEveryDtype) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   EXPECT_EQ(n % 8, 0u);
-  json::Value h = json::parse(bytes.substr(8, n));
-  EXPECT_EQ(h.find("f32")->dump(), R"({"dtype":"F32","shape":[3,4],"data_offsets":[0,48]})");
-  EXPECT_EQ(h.find("bool")->find("dtype")->as_string(), "BOOL");
-  EXPECT_EQ(h.members().front().first, "__metadata__");
+  Json h = Json::parse(bytes.substr(8, n));
+  EXPECT_EQ(h.at("f32").dump(), R"({"dtype":"F32","shape":[3,4],"data_offsets":[0,48]})");
+  EXPECT_EQ(h.at("bool").at("dtype"), "BOOL");
+  EXPECT_EQ(h.begin().key(), "__metadata__");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
   // Overwriting replaces the file whole.
   save_safetensors(p, {{"only", ones({2})}});
@@ -143,23 +146,22 @@ TEST(Safetensors, PythonReadsKilnFile) {
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
   ASSERT_EQ(::pclose(f), 0) << out;
-  json::Value v = json::parse(out);
-  EXPECT_EQ(v.find("metadata")->find("format")->as_string(), "pt");
-  const json::Value* tensors = v.find("tensors");
+  Json v = Json::parse(out);
+  EXPECT_EQ(v.at("metadata").at("format"), "pt");
+  const Json& tensors = v.at("tensors");
   for (const auto& [name, tensor] : t) {
     SCOPED_TRACE(name);
-    const json::Value* s = tensors->find(name);
-    ASSERT_NE(s, nullptr);
-    EXPECT_EQ(s->find("dtype")->as_string(), dtype_name(tensor.dtype()));
-    Shape shape;
-    for (const auto& d : s->find("shape")->items()) shape.push_back(d.as_int64());
+    ASSERT_TRUE(tensors.contains(name));
+    const Json& s = tensors.at(name);
+    EXPECT_EQ(s.at("dtype"), dtype_name(tensor.dtype()));
+    Shape shape = s.at("shape").get<Shape>();
     EXPECT_EQ(shape, tensor.shape());
     std::vector<double> vals = tensor.to_vector<double>();
     double sum = 0;
     for (double x : vals) sum += x;
-    EXPECT_NEAR(s->find("sum")->as_double(), sum, 1e-9 * (1 + std::abs(sum)));
+    EXPECT_NEAR(s.at("sum").get<double>(), sum, 1e-9 * (1 + std::abs(sum)));
     if (!vals.empty()) {
-      EXPECT_EQ(s->find("first")->as_double(), vals[0]);
+      EXPECT_EQ(s.at("first").get<double>(), vals[0]);
     }
   }
 }
@@ -213,6 +215,101 @@ TEST(Safetensors, CorruptFilesGiveClearErrors) {
                {"too large"});
   EXPECT_KILN_ERROR(load_safetensors(dir.file("missing.safetensors")), "cannot open", "missing.safetensors");
   EXPECT_KILN_ERROR(load_safetensors(dir.path().string()), "not a regular file");
+}
+
+// The exact bytes kiln writes (as before the switch to nlohmann-json): metadata
+// first and sorted, tensors in the given order, each {dtype, shape,
+// data_offsets}, UTF-8 written raw, the header padded with spaces to 8 bytes.
+TEST(Safetensors, WritesTheByteExactLayout) {
+  TempDir dir;
+  std::string p = dir.file("exact.safetensors");
+  save_safetensors(p, {{"b\xc3\xa9", full({2}, 1.0)}, {"a", from_vector(std::vector<int64_t>{1, 2}, {1, 2})}},
+                   {{"format", "pt"}, {"epoch", "3"}, {"q", "\"\n\x01"}});
+  std::string header = R"({"__metadata__":{"epoch":"3","format":"pt","q":"\"\n\u0001"},)"
+                       "\"b\xc3\xa9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                       R"("a":{"dtype":"I64","shape":[1,2],"data_offsets":[8,24]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string data(8, '\0');
+  float one = 1.0f;
+  std::memcpy(data.data(), &one, 4);
+  std::memcpy(data.data() + 4, &one, 4);
+  for (int64_t v : {int64_t{1}, int64_t{2}}) data.append(reinterpret_cast<const char*>(&v), 8);
+  EXPECT_EQ(read_file(p), make_file(header, data));
+}
+
+// Regression cases for header robustness (issue 7). Each says what the
+// hand-written reader did with it.
+TEST(Safetensors, HeaderRobustness) {
+  TempDir dir;
+  std::string p = dir.file("bad.safetensors");
+  const std::string data8(8, '\0');
+  // A key repeated inside a tensor's entry: the old reader took the first
+  // "dtype" and loaded the file; nlohmann alone would silently take the last.
+  // The reference implementation (serde) refuses a duplicate field; so do we.
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"dtype":"I32"}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "names \"dtype\" twice");
+  // A top-level name twice (the old reader already refused it).
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                          R"("x":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
+                          data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "names \"x\" twice");
+  // Invalid UTF-8 in a name: the old reader loaded it; the reference reader
+  // (and Python) refuse a header that is not UTF-8.
+  write_file(p, make_file("{\"x\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "not valid JSON", "UTF-8");
+  // Deep nesting is refused early (the old reader refused it at 256 levels).
+  write_file(p, make_file("{\"x\":" + std::string(100000, '[') + std::string(100000, ']') + "}", ""));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "nests more than 16 levels");
+  // Offsets beyond int64 and of the wrong type (the old reader refused both).
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "\"data_offsets\" must hold non-negative integers");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":["0",8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "\"data_offsets\" must hold non-negative integers", "[\"0\",8]");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[-8,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "non-negative integers");
+  write_file(p, make_file(R"({"x":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "\"dtype\" must be a string, got an integer");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":{"0":2},"data_offsets":[0,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "\"shape\" must be an array, got an object");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[true],"data_offsets":[0,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "shape entries must be non-negative integers, got true");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[1e1],"data_offsets":[0,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "shape entries must be non-negative integers");
+  write_file(p, make_file(R"({"__metadata__":[],"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "\"__metadata__\" must be an object of strings, got an array");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} {})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "not valid JSON");
+  write_file(p, make_file(R"({"x":NaN})", ""));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "not valid JSON");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,8]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "not valid JSON");
+  // Overlapping tensors of equal size, and a tensor past the data.
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                          R"("y":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+                          data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "overlaps");
+  write_file(p, make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", data8));
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "run past the end of the data section");
+  // A header length over the 100 MB cap, in a file long enough to hold it
+  // (sparse, so the test writes nothing): refused before reading the header
+  // (the old reader refused it too).
+  {
+    std::filesystem::remove(p);
+    std::ofstream f(p, std::ios::binary);
+    f << make_file("", "", 200'000'000);
+  }
+  std::filesystem::resize_file(p, 200'000'100);
+  EXPECT_KILN_ERROR(load_safetensors(p), p.c_str(), "header length 200000000 is over the 100000000-byte limit");
+}
+
+TEST(Safetensors, RefusesToWriteInvalidUtf8) {
+  // The old writer wrote these bytes raw: a header no safetensors reader accepts.
+  TempDir dir;
+  std::string p = dir.file("u.safetensors");
+  EXPECT_KILN_ERROR(save_safetensors(p, {{"w\xff", ones({1})}}), "tensor name", "not valid UTF-8");
+  EXPECT_KILN_ERROR(save_safetensors(p, {{"w", ones({1})}}, {{"note", "\xc3"}}), "metadata \"note\"",
+                    "not valid UTF-8");
+  EXPECT_FALSE(fs::exists(p));
 }
 
 TEST(Safetensors, FuzzedAndTruncatedFilesNeverCrash) {
