@@ -18,7 +18,11 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    // Checked even past a zero-size dimension: a tensor with 0 elements still
+    // gets strides, and an overflowed one would index garbage once it grows.
+    KILN_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc), "shape ", shape_str(shape),
+               ": its strides overflow int64 (the dimensions multiply past 2^63). Fix: use smaller dimensions; "
+               "if the shape came from a file, the file is corrupt");
   }
   return strides;
 }

@@ -373,5 +373,21 @@ TEST(Tensor, RandomIsSeedable) {
   EXPECT_EQ(rand({8}).to_vector<float>(), d.to_vector<float>());
 }
 
+// Found by fuzz/idx_fuzz.cpp: an IDX file declaring [0, 2^32-1, 2^32-253] made
+// contiguous_strides overflow int64 (UBSan; garbage strides in release).
+TEST(Tensor, ShapeWhoseStridesOverflowIsAnError) {
+  EXPECT_THROW(
+      {
+        try {
+          Tensor::empty({0, 1, 4294967295LL, 4294967043LL});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("overflow int64"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_EQ(Tensor::empty({0, 1, 65536, 65536}).numel(), 0);  // large but representable: fine
+}
+
 }  // namespace
 }  // namespace kiln
