@@ -15,7 +15,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <system_error>
 
 #include "cli/commands.h"
 #include "cli/json_line.h"
@@ -97,17 +96,6 @@ class Progress {
   int64_t epoch_, epochs_, total_;
 };
 
-// DataLoader::start_epoch starts the worker threads; a system that refuses
-// them (too many --workers for its limits) is a user error, not an abort.
-void start_epoch(data::DataLoader& loader, int64_t epoch, int workers) {
-  try {
-    loader.start_epoch(epoch);
-  } catch (const std::system_error& e) {
-    KILN_FAIL("train: the system refused to start ", workers, " data-loading threads (", e.what(),
-              "); use fewer --workers (0 assembles batches in the training thread)");
-  }
-}
-
 struct EvalResult {
   double acc = 0, img_per_s = 0;
 };
@@ -121,7 +109,7 @@ EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std
   lo.mean = mean;
   lo.std = std;
   data::DataLoader loader(std::shared_ptr<const data::ImageDataset>(&test, [](const data::ImageDataset*) {}), lo);
-  start_epoch(loader, 0, workers);
+  loader.start_epoch(0);
   model.eval();
   NoGradGuard no_grad;
   int64_t correct = 0, seen = 0, batches = 0;
@@ -261,7 +249,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   auto wall0 = Clock::now();
   model->train();
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    start_epoch(loader, epoch, o.workers);
+    loader.start_epoch(epoch);
     Progress bar(tty, epoch + 1, o.epochs, steps_per_epoch);
     auto t0 = Clock::now();
     double loss_sum = 0;

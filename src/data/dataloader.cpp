@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "data/data_internal.h"
@@ -142,7 +143,15 @@ void DataLoader::start_epoch(int64_t epoch) {
   s.num_batches = batches_per_epoch();
   s.next_build = 0;
   s.next_consume = 0;
-  for (int w = 0; w < s.opt.workers; ++w) s.workers.emplace_back([&s] { s.worker_loop(); });
+  try {
+    for (int w = 0; w < s.opt.workers; ++w) s.workers.emplace_back([&s] { s.worker_loop(); });
+  } catch (const std::system_error& e) {
+    // Thread limits, address space for stacks: a user's choice of worker
+    // count, so a kiln::Error, not an abort from an escaping system_error.
+    s.stop_workers();
+    KILN_FAIL("DataLoader: the system refused to start ", s.opt.workers, " data-loading threads (", e.what(),
+              "); use fewer --workers (DataLoaderOptions::workers; 0 assembles batches in the calling thread)");
+  }
 }
 
 std::optional<Batch> DataLoader::next() {
