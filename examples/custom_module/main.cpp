@@ -109,8 +109,7 @@ int main(int argc, char** argv) {
 
     manual_seed(0);
     auto model = std::make_shared<SmallCNN>(train.images.size(1), 10);
-    optim::SGD opt(model->parameters(), {});  // plain SGD (optim.h lists the options)
-    opt.set_lr(0.05);
+    optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
 
     data::DataLoaderOptions lo;
     lo.batch_size = 64;
