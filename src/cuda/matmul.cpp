@@ -15,6 +15,7 @@
 #include "cuda/check.h"
 #include "kiln/cuda.h"
 #include "kiln/ops.h"
+#include "ops/matmul_batch.h"
 #include "ops/op_def.h"
 
 namespace kiln::cuda {
@@ -110,16 +111,6 @@ struct Layout {
   Layout(const Layout&) = delete;
   Layout& operator=(const Layout&) = delete;
 };
-
-// [batch..., R, C] broadcast to `batch` and viewed as [B, R, C].
-Tensor as_batched3(const Tensor& t, const Shape& batch) {
-  int64_t R = t.shape()[t.dim() - 2], C = t.shape()[t.dim() - 1];
-  Shape full = batch;
-  full.push_back(R);
-  full.push_back(C);
-  Tensor e = t.shape() == full ? t : t.expand(full);
-  return e.reshape({numel_of(batch), R, C});
-}
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cuda/loop.cuh"
+#include "ops/int_pow.h"
 
 namespace kiln::cuda {
 
@@ -36,30 +37,6 @@ __device__ inline float ferf(float x) { return erff(x); }
 __device__ inline double ferf(double x) { return ::erf(x); }
 __device__ inline float fpow(float a, float b) { return powf(a, b); }
 __device__ inline double fpow(double a, double b) { return ::pow(a, b); }
-
-template <typename T>
-__device__ inline T int_pow(T base, T exp) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return exp ? base : true;
-  } else {
-    if constexpr (std::is_signed_v<T>) {
-      if (exp < 0) {
-        if (base == 1) return 1;
-        if (base == -1) return (exp & 1) ? T(-1) : T(1);
-        return 0;
-      }
-    }
-    using U = std::make_unsigned_t<T>;
-    U r = 1, b = static_cast<U>(base);
-    auto e = static_cast<U>(exp);
-    while (e) {
-      if (e & 1) r = static_cast<U>(r * b);
-      b = static_cast<U>(b * b);
-      e >>= 1;
-    }
-    return static_cast<T>(r);
-  }
-}
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;

@@ -20,6 +20,7 @@
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
 #include "ops/dnnl/dnnl_utils.h"
+#include "ops/matmul_batch.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -142,17 +143,6 @@ std::vector<TensorMeta> matmul_infer(TensorSpan in, const Attrs&) {
   out.push_back(s.M);
   out.push_back(s.N);
   return {{out, a.dtype(), common_device(in, "matmul")}};
-}
-
-// [batch..., R, C] broadcast to `batch` and viewed as 3-D [B, R, C] (a copy
-// only when the batch dims cannot be merged).
-Tensor as_batched3(const Tensor& t, const Shape& batch) {
-  int64_t R = t.shape()[t.dim() - 2], C = t.shape()[t.dim() - 1];
-  Shape full = batch;
-  full.push_back(R);
-  full.push_back(C);
-  Tensor e = t.shape() == full ? t : t.expand(full);
-  return e.reshape({numel_of(batch), R, C});
 }
 
 void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {

@@ -17,6 +17,7 @@
 #include "ops/cpu/pointwise_f32.h"
 #include "ops/cpu/pointwise_util.h"
 #include "ops/families.h"
+#include "ops/int_pow.h"
 #include "ops/op_def.h"
 
 namespace kiln {
@@ -151,32 +152,6 @@ std::vector<TensorMeta> cast_infer(TensorSpan in, const Attrs& a) {
 
 template <typename T>
 constexpr bool kIsFloat = std::is_floating_point_v<T>;
-
-// Integer power by squaring, with wrap-around like PyTorch's; negative
-// exponents give 0 except for bases 1 and -1.
-template <typename T>
-T int_pow(T base, T exp) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return exp ? base : true;
-  } else {
-    if constexpr (std::is_signed_v<T>) {
-      if (exp < 0) {
-        if (base == 1) return 1;
-        if (base == -1) return (exp & 1) ? T(-1) : T(1);
-        return 0;
-      }
-    }
-    using U = std::make_unsigned_t<T>;
-    U r = 1, b = static_cast<U>(base);
-    auto e = static_cast<U>(exp);
-    while (e) {
-      if (e & 1) r = static_cast<U>(r * b);
-      b = static_cast<U>(b * b);
-      e >>= 1;
-    }
-    return static_cast<T>(r);
-  }
-}
 
 struct AddF { template <typename T> T operator()(T a, T b) const { return static_cast<T>(a + b); } };
 struct SubF { template <typename T> T operator()(T a, T b) const { return static_cast<T>(a - b); } };
