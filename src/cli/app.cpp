@@ -110,9 +110,13 @@ CLI::Option* add_number(CLI::App* app, const std::string& name, Set set, double 
       ->type_name("NUM");
 }
 
-const char* const kFashionMnistHelp =
-    "directory holding Fashion-MNIST's four IDX files (.gz or plain); looked up in this order: "
-    "--data-dir, then $KILN_FASHION_MNIST, then /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)";
+// The lookup order of data::find_fashion_mnist_dir, with its default from the
+// data library rather than a copy of the path.
+std::string fashion_mnist_help() {
+  return "directory holding Fashion-MNIST's four IDX files (.gz or plain); looked up in this order: "
+         "--data-dir, then $KILN_FASHION_MNIST, then " +
+         data::default_fashion_mnist_dir() + " (Debian's dataset-fashion-mnist)";
+}
 
 const char* const kEnvironmentHelp =
     "Environment:\n"
@@ -155,7 +159,7 @@ void add_train(CLI::App& app, Invocation& inv) {
       ->type_name("NAME")
       ->default_str(o.data);
   inv.train_data_dir = t->add_option("--data-dir", o.data_dir, std::string("with --data fashion-mnist: ") +
-                                                                    kFashionMnistHelp)
+                                                                    fashion_mnist_help())
                            ->type_name("DIR");
   add_integer<int64_t>(t, "--epochs", [&o](int64_t v) { o.epochs = v; }, 1, kMaxEpochs,
                        "epochs to train, 1 to " + std::to_string(kMaxEpochs))
@@ -202,7 +206,7 @@ void add_demo(CLI::App& app, Invocation& inv) {
                        "cap each epoch at N training steps and evaluate on the first N test batches (0: no cap)")
       ->default_str("0");
   d->add_option("--data-dir", o.data_dir,
-                std::string("used when CIFAR-10 is not available: ") + kFashionMnistHelp)
+                "used when CIFAR-10 is not available: " + fashion_mnist_help())
       ->type_name("DIR");
   d->footer(kEnvironmentHelp);
 }
