@@ -72,7 +72,6 @@ PinnedPool& pinned_pool() {
 }  // namespace
 
 void copy_across_devices(const Tensor& src_in, const Tensor& dst) {
-  NoGradGuard ng;
   const size_t nbytes = dst.nbytes();
   if (nbytes == 0) return;
   const Device from = src_in.device(), to = dst.device();

@@ -477,7 +477,6 @@ void nll_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 // ops it calls on the way (views, contiguous copies).
 template <KernelFn F>
 void on_device(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   DeviceGuard g(out[0].device().index);
   F(in, out, a);
 }

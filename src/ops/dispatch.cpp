@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "cuda/backend.h"
 #include "kiln/cuda.h"
+#include "ops/dispatch_mode.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -165,15 +166,103 @@ std::string describe(TensorSpan inputs) {
   return os.str();
 }
 
+// ---------------------------------------------------------------------------
+// Mode stack (ops/dispatch_mode.h)
+// ---------------------------------------------------------------------------
+
+namespace {
+struct ModeState {
+  std::vector<DispatchMode*> stack;
+  int visible = 0;        // modes a new dispatch() call starts below (stack[visible-1] first)
+  bool excluded = false;  // inside a kernel, view function or shape rule
+};
+thread_local ModeState t_modes;
+
+// Sets what a nested dispatch() sees for a scope.
+class VisibleModes {
+ public:
+  VisibleModes(int visible, bool excluded) : prev_visible_(t_modes.visible), prev_excluded_(t_modes.excluded) {
+    t_modes.visible = visible;
+    t_modes.excluded = excluded;
+  }
+  ~VisibleModes() {
+    t_modes.visible = prev_visible_;
+    t_modes.excluded = prev_excluded_;
+  }
+  VisibleModes(const VisibleModes&) = delete;
+  VisibleModes& operator=(const VisibleModes&) = delete;
+
+ private:
+  int prev_visible_;
+  bool prev_excluded_;
+};
+}  // namespace
+
+class ModeStackAccess {
+ public:
+  // Hands the call to stack[level]; calls it makes itself skip that mode.
+  static Tensors call_mode(int level, OpId id, Tensors& inputs, const Attrs& attrs) {
+    VisibleModes scope(level, false);
+    return t_modes.stack[level]->handle(id, inputs, attrs, NextMode(level));
+  }
+};
+
+Tensors NextMode::operator()(OpId id, Tensors& inputs, const Attrs& attrs) const {
+  if (level_ > 0) return ModeStackAccess::call_mode(level_ - 1, id, inputs, attrs);
+  VisibleModes scope(0, false);
+  return dispatch_below_modes(id, inputs, attrs);
+}
+
+ModeGuard::ModeGuard(DispatchMode& mode) : mode_(&mode) {
+  KILN_ASSERT(!t_modes.excluded && t_modes.visible == static_cast<int>(t_modes.stack.size()),
+              "ModeGuard: push '", mode.mode_name(), "' outside kernels and mode handlers");
+  t_modes.stack.push_back(&mode);
+  t_modes.visible = static_cast<int>(t_modes.stack.size());
+}
+ModeGuard::~ModeGuard() {
+  KILN_ASSERT(!t_modes.stack.empty() && t_modes.stack.back() == mode_, "ModeGuard: modes popped out of order");
+  t_modes.stack.pop_back();
+  t_modes.visible = static_cast<int>(t_modes.stack.size());
+}
+
+ExcludeModesGuard::ExcludeModesGuard() : prev_visible_(t_modes.visible), prev_excluded_(t_modes.excluded) {
+  t_modes.visible = 0;
+  t_modes.excluded = true;
+}
+ExcludeModesGuard::~ExcludeModesGuard() {
+  t_modes.visible = prev_visible_;
+  t_modes.excluded = prev_excluded_;
+}
+
+std::vector<const DispatchMode*> active_modes() {
+  return std::vector<const DispatchMode*>(t_modes.stack.begin(), t_modes.stack.end());
+}
+bool modes_excluded() { return t_modes.excluded; }
+
 Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
+  if (t_modes.visible > 0) [[unlikely]]
+    return ModeStackAccess::call_mode(t_modes.visible - 1, id, inputs, attrs);
+  return dispatch_below_modes(id, inputs, attrs);
+}
+
+Tensors dispatch_below_modes(OpId id, Tensors& inputs, const Attrs& attrs) {
   const OpDef& def = op_def(id);
   OpKind kind = op_kind(id);
-  if (kind == OpKind::Composite) return def.decompose(inputs, attrs);
+  if (kind == OpKind::Composite) {
+    if (t_modes.excluded) return def.decompose(inputs, attrs);
+    // Every mode sees the constituents.
+    VisibleModes scope(static_cast<int>(t_modes.stack.size()), false);
+    return def.decompose(inputs, attrs);
+  }
+  // Autograd recording: the bottom mode, on while grad mode is on.
+  const bool record = !t_modes.excluded && grad_mode_enabled();
 
   Tensors outputs;
   if (kind == OpKind::View) {
+    ExcludeModesGuard kernel_scope;
     outputs.push_back(def.view(inputs, attrs));
   } else {
+    ExcludeModesGuard kernel_scope;
     std::vector<TensorMeta> metas = def.infer(inputs, attrs);
     Device dev = metas.empty() ? common_device(inputs, op_name(id)) : metas[0].device;
     KernelFn kernel = def.kernels[static_cast<int>(dev.type)];
@@ -190,7 +279,7 @@ Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
     }
     if (kind == OpKind::Inplace) {
       const Tensor& self = inputs[0];
-      KILN_CHECK(!(grad_mode_enabled() && self.requires_grad()), op_name(id), ": in-place update of a ",
+      KILN_CHECK(!(record && self.requires_grad()), op_name(id), ": in-place update of a ",
                  dtype_name(self.dtype()), shape_str(self.shape()),
                  " tensor that requires grad would corrupt autograd; wrap it in NoGradGuard or use the "
                  "out-of-place op");
@@ -203,7 +292,7 @@ Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs) {
     kernel(inputs, outputs, attrs);
   }
 
-  if (def.backward != nullptr && grad_mode_enabled()) {
+  if (record && def.backward != nullptr) {
     for (const Tensor& t : inputs) {
       if (t.defined() && t.requires_grad()) {
         autograd::record(id, attrs, inputs, outputs);

@@ -235,7 +235,6 @@ std::vector<TensorMeta> bernoulli_infer(TensorSpan in, const Attrs&) {
 void bernoulli_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor p;
   {
-    NoGradGuard ng;
     p = in[0].detach().contiguous();
   }
   const Tensor& o = out[0];
@@ -264,7 +263,6 @@ std::vector<TensorMeta> dropout_infer(TensorSpan in, const Attrs& a) {
 void dropout_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor x;
   {
-    NoGradGuard ng;
     x = in[0].detach().contiguous();
   }
   const Tensor& y = out[0];

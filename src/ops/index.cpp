@@ -49,7 +49,6 @@ void cat_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (o.numel() == 0) return;
   int64_t d = wrap_dim(a.i("dim"), o.dim(), "cat");
   int64_t off = 0;
-  NoGradGuard ng;
   for (const Tensor& t : in) {
     if (skipped_in_cat(t)) continue;
     int64_t n = t.shape()[d];
@@ -96,7 +95,6 @@ void check_index_dtype(const Tensor& index, const char* op) {
 Tensor index_i64(const Tensor& index) {
   Tensor i = cpu::contiguous_nograd(index);
   if (i.dtype() != DType::Int64) {
-    NoGradGuard ng;
     i = i.detach().to(DType::Int64);
   }
   return i;

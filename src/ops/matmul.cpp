@@ -146,7 +146,6 @@ std::vector<TensorMeta> matmul_infer(TensorSpan in, const Attrs&) {
 }
 
 void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  NoGradGuard ng;
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   Tensor& c = out[0];

@@ -153,7 +153,6 @@ void bn_batch_stats(const BnGeom& g, const T* x, std::vector<double>& mean, std:
 }
 
 void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   const Tensor& x_in = in[0];
   BnGeom g = bn_geometry(x_in, "batch_norm");
   bool training = a.b("training");
@@ -270,7 +269,6 @@ void bn_backward(const BnGeom& g, bool training, const T* go, const T* x, T* gx,
 }
 
 void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   BnGeom g = bn_geometry(in[1], "batch_norm_backward");
   bool training = a.b("training");
   Tensor go = compute_input(in[0]), x = compute_input(in[1]);

@@ -127,8 +127,9 @@ const OpDef& op_def(OpId id);
 // (the ops_table test requires none).
 std::vector<std::string> verify_op_table();
 
-// The single dispatch point: mode hook (autograd recording; capture later),
-// then the device kernel, a view, or the decomposition.
+// The single dispatch point: the mode stack (ops/dispatch_mode.h: capture,
+// profiling, meta execution...), then the decomposition, a view, or the
+// device kernel followed by autograd recording.
 Tensors dispatch(OpId id, Tensors inputs, const Attrs& attrs = {});
 inline Tensor dispatch1(OpId id, Tensors inputs, const Attrs& attrs = {}) {
   return dispatch(id, std::move(inputs), attrs)[0];

@@ -202,7 +202,6 @@ std::vector<TensorMeta> max_pool_infer(TensorSpan in, const Attrs& a) {
 }
 
 void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
   int64_t* ip = out[1].data<int64_t>();
   bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
@@ -242,7 +241,6 @@ std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
 }
 
 void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   const Shape& xs = a.ints("input_shape");
   Tensor idx = in[1].contiguous();
   int64_t in_plane = xs[2] * xs[3];
@@ -330,7 +328,6 @@ std::vector<TensorMeta> avg_pool_infer(TensorSpan in, const Attrs& a) {
 }
 
 void avg_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   PoolGeom g = pool_geometry(in[0].shape(), a, "avg_pool2d", false);
   bool include_pad = a.b("count_include_pad");
   for_each_plane(in[0], out[0],
@@ -358,7 +355,6 @@ std::vector<TensorMeta> avg_pool_bwd_infer(TensorSpan in, const Attrs& a) {
 }
 
 void avg_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  NoGradGuard ng;
   const Shape& xs = a.ints("input_shape");
   PoolGeom g = pool_geometry(xs, a, "avg_pool2d_backward", false);
   bool include_pad = a.b("count_include_pad");

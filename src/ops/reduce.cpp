@@ -266,7 +266,6 @@ void with_compute_type(std::vector<Tensor> ins, const Tensor& out, F&& f) {
   for (Tensor& x : ins) {
     x = cpu::contiguous_nograd(x);
     if (x.dtype() != c) {
-      NoGradGuard ng;
       x = x.detach().to(c);
     }
   }

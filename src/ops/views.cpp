@@ -282,7 +282,6 @@ std::vector<TensorMeta> slice_backward_infer(TensorSpan in, const Attrs& a) {
 void slice_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor& o = out[0];
   {
-    NoGradGuard ng;
     o.fill_(0.0);
   }
   Tensor window = slice_fn(std::span<const Tensor>(&o, 1), a);

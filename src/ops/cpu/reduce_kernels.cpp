@@ -18,7 +18,6 @@ namespace kiln::cpu {
 
 Tensor contiguous_nograd(const Tensor& t) {
   if (t.is_contiguous() && !t.requires_grad()) return t;
-  NoGradGuard ng;
   return t.detach().contiguous();
 }
 
@@ -306,14 +305,12 @@ void reduce(const Tensor& x_in, const std::vector<int64_t>& dims, ReduceOp op, c
   if (out.numel() == 0) return;
   if (x_in.numel() == 0) {
     KILN_ASSERT(op == ReduceOp::Sum, "max/min over an empty dim reached the kernel");
-    NoGradGuard ng;
     Tensor o = out;
     fill_(o, 0.0);
     return;
   }
   Tensor x = contiguous_nograd(x_in);
   if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) {
-    NoGradGuard ng;
     x = x.detach().to(DType::Float32);
   }
   std::vector<Group> groups = make_groups(x.shape(), dims);
@@ -334,7 +331,6 @@ void argmax(const Tensor& x_in, int64_t dim, const Tensor& out) {
   if (out.numel() == 0) return;
   Tensor x = contiguous_nograd(x_in);
   if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) {
-    NoGradGuard ng;
     x = x.detach().to(DType::Float32);
   }
   int64_t outer = 1, inner = 1, R = x.dim() == 0 ? 1 : x.shape()[dim];
@@ -395,7 +391,6 @@ void variance(const Tensor& x_in, const std::vector<int64_t>& dims, int64_t corr
   }
   Tensor x;
   {
-    NoGradGuard ng;
     x = x_in.detach();
     if (x.dim() > 0) x = x.permute(perm);
     x = x.contiguous();
