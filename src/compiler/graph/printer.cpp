@@ -9,7 +9,7 @@ namespace {
 // Constants this small print their values; larger ones only their type.
 constexpr int64_t kMaxPrintedConstantElements = 8;
 
-std::string value_name(ValueId v) { return v == kNoValue ? "None" : "%" + std::to_string(v); }
+std::string value_name(ValueId v) { return v == kNoValue ? std::string("None") : detail::concat('%', v); }
 
 std::string constant_str(const Tensor& t) {
   if (t.numel() > kMaxPrintedConstantElements) return "constant(...)";
@@ -58,7 +58,7 @@ std::string print_attrs(const Node& node) {
     first = false;
   }
   std::string body = os.str();
-  return body.empty() ? body : "{" + body + "}";
+  return body.empty() ? body : detail::concat('{', body, '}');
 }
 
 std::string print_node(const Graph& g, const Node& node) {
