@@ -72,7 +72,7 @@ TEST(GraphPrinter, ConvAndScalarInputAndLocation) {
   b.output(upd);
   EXPECT_EQ(print(b.g),
             "graph step(%0: f32[s0, 3, 8, 8], %1: f32[4, 3, 3, 3]; $0 lr: f64) {\n"
-            "  %2: f32[2, 4, 8, 8] = conv2d(%0, %1, None) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1}\n"
+            "  %2: f32[s0, 4, 8, 8] = conv2d(%0, %1, None) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1}\n"
             "  %3: f32[4] = sum(%2) {dims=[0, 2, 3], keepdim=false}\n"
             "  %4: f32[4, 1, 1, 1] = view(%3) {shape=[4, 1, 1, 1]}\n"
             "  %5: f32[4, 3, 3, 3]{strides=[1, 0, 0, 0]} = expand(%4) {shape=[4, 3, 3, 3]}\n"
