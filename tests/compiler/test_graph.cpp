@@ -193,6 +193,51 @@ TEST(GraphVerifier, OutputCountAndCompositeOps) {
   EXPECT_TRUE(mentions(p, "node 2 (add): has 2 outputs but add gives 1"));
 }
 
+TEST(GraphVerifier, TypesRederivedWithShapeRules) {
+  GraphBuilder b;
+  ValueId x = b.input(arange(6).view({1, 1, 2, 3}));  // int64
+  ValueId y = b.op(OpId::mul, {x, b.constant(scalar_tensor(2.5))});  // times a wrapped number: float32
+  ValueId t = b.op(OpId::permute, {y}, Attrs().set("dims", std::vector<int64_t>{0, 1, 3, 2}));
+  std::vector<ValueId> mp = b.ops(OpId::max_pool2d, {t},
+                                  Attrs()
+                                      .set("kernel_size", std::vector<int64_t>{2, 2})
+                                      .set("stride", std::vector<int64_t>{1, 1})
+                                      .set("padding", std::vector<int64_t>{0, 0})
+                                      .set("dilation", std::vector<int64_t>{1, 1})
+                                      .set("ceil_mode", false));
+  int v = b.scalar("v", 0.5);
+  ValueId c = b.op(OpId::clamp, {mp[0]}, Attrs().set("min", 0.0), {{"min", v}});
+  b.output(c);
+  b.output(mp[1]);
+  EXPECT_EQ(verify(b.g), std::vector<std::string>{});
+
+  GraphBuilder wrong = b;
+  wrong.g.values[static_cast<size_t>(y)].type.dtype = DType::Int64;          // mul gives float32
+  wrong.g.values[static_cast<size_t>(mp[1])].type.shape = {1, 1, 2, 2};      // pooling gives [1, 1, 2, 1]
+  std::vector<std::string> p = verify(wrong.g);
+  EXPECT_TRUE(mentions(p, "node 2 (mul): output %2 is recorded as i64[1, 1, 2, 3] but the op gives f32[1, 1, 2, 3]"))
+      << ::testing::PrintToString(p);
+  EXPECT_TRUE(mentions(p, "node 4 (max_pool2d): output %5 is recorded as i64[1, 1, 2, 2] but the op gives i64[1, 1, 2, 1]"));
+  // The permuted value now claims a type its producer cannot give: its own
+  // node is reported, and pooling's rule sees the recorded (wrong) type.
+  GraphBuilder wrong_view = b;
+  wrong_view.g.values[static_cast<size_t>(t)].type = ValueType::contiguous({1, 1, 3, 3});
+  p = verify(wrong_view.g);
+  EXPECT_TRUE(mentions(p, "node 3 (permute): output %3 is recorded as f32[1, 1, 3, 3] but the op gives f32[1, 1, 3, 2]"))
+      << ::testing::PrintToString(p);
+  EXPECT_TRUE(mentions(p, "node 4 (max_pool2d): output %4 is recorded as f32[1, 1, 2, 1]"));
+}
+
+TEST(GraphVerifier, ShapeRuleRejectingTheInputsIsAProblem) {
+  Graph g;
+  ValueId a = g.add_input(ValueType::contiguous({2, 3}));
+  ValueId b = g.add_input(ValueType::contiguous({4, 5}));
+  g.outputs = g.add_op(OpId::matmul, {}, {a, b}, {ValueType::contiguous({2, 5})});
+  std::vector<std::string> p = verify(g);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("node 2 (matmul): its shape rule rejects the recorded inputs: "), std::string::npos) << p[0];
+}
+
 TEST(GraphVerifier, VerifyOrThrowNamesTheStage) {
   GraphBuilder b = small_graph();
   b.g.nodes[1].inputs[0] = 17;

@@ -12,7 +12,7 @@ constexpr int64_t kMaxPrintedConstantElements = 8;
 std::string value_name(ValueId v) { return v == kNoValue ? std::string("None") : detail::concat('%', v); }
 
 std::string constant_str(const Tensor& t) {
-  if (t.numel() > kMaxPrintedConstantElements) return "constant(...)";
+  if (t.numel() > kMaxPrintedConstantElements || t.is_meta()) return "constant(...)";
   std::vector<double> xs = t.to_vector<double>();
   std::ostringstream os;
   os << "constant(";
