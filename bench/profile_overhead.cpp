@@ -4,7 +4,8 @@
 //   - ops total vs wall: the share of a profiled step's wall time that the
 //     per-op table accounts for (issue 8: within 10%);
 //   - overhead: a profiled step's time vs an unprofiled one, interleaved so
-//     both see the same machine load (medians over --steps pairs).
+//     both see the same machine load (medians over --steps pairs), and the
+//     cost per recorded op call, from a loop of 1-element adds.
 //   build/bench/profile_overhead [--steps N] [--batch B] [--width W] [--table]
 #include <algorithm>
 #include <chrono>
@@ -95,6 +96,21 @@ int main(int argc, char** argv) {
         if (a.table) last_table = p.table_string();
       }));
     }
+    // The cost per op call, from ops too small to hide it: 1-element adds.
+    Tensor one = full({1}, 1.0), acc = full({1}, 0.0);
+    constexpr int kTinyOps = 20000;
+    auto tiny = [&] {
+      for (int i = 0; i < kTinyOps; ++i) acc = add(acc, one);
+    };
+    std::vector<double> tiny_plain, tiny_profiled;
+    for (int r = 0; r < 5; ++r) {
+      tiny_plain.push_back(timed_ms(tiny));
+      tiny_profiled.push_back(timed_ms([&] {
+        Profile p;
+        tiny();
+      }));
+    }
+
     const double plain = median(plain_ms), profiled = median(profiled_ms);
     const double per_step_events = static_cast<double>(events) / a.steps;
     std::printf("airbench train step, batch %lld, width %g, %d steps (medians):\n", static_cast<long long>(a.batch),
@@ -102,8 +118,14 @@ int main(int argc, char** argv) {
     std::printf("  unprofiled %.2f ms, profiled %.2f ms: overhead %+.2f%% (%.0f events/step, %+.0f ns per event)\n",
                 plain, profiled, 100 * (profiled - plain) / plain, per_step_events,
                 1e6 * (profiled - plain) / std::max(per_step_events, 1.0));
+    std::printf("  fastest step: unprofiled %.2f ms, profiled %.2f ms\n",
+                *std::min_element(plain_ms.begin(), plain_ms.end()),
+                *std::min_element(profiled_ms.begin(), profiled_ms.end()));
     std::printf("  ops total %.2f ms of %.2f ms wall (%.1f%%) over the profiled steps\n", ops_ms, wall_ms,
                 wall_ms > 0 ? 100 * ops_ms / wall_ms : 0.0);
+    const double tp = median(tiny_plain), tq = median(tiny_profiled);
+    std::printf("  a 1-element add: %.0f ns unprofiled, %.0f ns profiled (%+.0f ns per recorded op call)\n",
+                1e6 * tp / kTinyOps, 1e6 * tq / kTinyOps, 1e6 * (tq - tp) / kTinyOps);
     if (a.table) std::printf("last profiled step:\n%s", last_table.c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "profile_overhead: %s\n", e.what());
