@@ -308,7 +308,12 @@ Tensors dropout_back(const BackwardCtx& c, TensorSpan g) {
 }  // namespace
 
 void register_factory_ops() {
-  define_op(kernel_op(OpId::full, factory_infer, full_kernel, nullptr, kSaveNone));
+  // full's value is a step attribute: C++ numbers in op calls (x * 0.5,
+  // 1 - lr * wd) become wrapped-number tensors made by full, and a number
+  // that changes between calls must not recompile a graph.
+  OpDef full_def = kernel_op(OpId::full, factory_infer, full_kernel, nullptr, kSaveNone);
+  full_def.step_attrs = {"value"};
+  define_op(full_def);
   define_op(kernel_op(OpId::arange, arange_infer, arange_kernel, nullptr, kSaveNone));
   // A random op's Philox seed and offset advance with every call: step
   // attributes, so a captured graph draws fresh numbers on every replay.
