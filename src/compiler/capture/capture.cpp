@@ -129,18 +129,25 @@ class CaptureMode final : public DispatchMode {
                 "fullgraph(false) to split the graph there");
     }
     Segment& s = seg();
+    ValueId read = find_value(t);
+    std::string op = read != kNoValue && s.graph.values[read].node >= 0 &&
+                             s.graph.producer(read).kind == NodeKind::Op
+                         ? op_name(s.graph.producer(read).op)
+                         : "input";
     if (recording_) {
       s.ends_in_break = true;
       s.break_what = what;
+      s.break_op = op;
       s.break_where = loc;
       ++st_.stats.graph_breaks;
       log_once(LogCategory::GraphBreaks, st_.options.name() + "@" + loc,
-               "graph break in '" + st_.options.name() + "': " + what + " at " + loc +
+               "graph break in '" + st_.options.name() + "': " + what + " of " + op + " at " + loc +
                    " reads a computed value; the graph so far runs and capture goes on in a new graph");
     } else if (!(s.ends_in_break && call_idx_ == s.calls.size())) {
       diverge(std::string("a graph break (") + what + " at " + loc + ") where the recorded graph has none", {});
       s.ends_in_break = true;
       s.break_what = what;
+      s.break_op = op;
       s.break_where = loc;
       ++st_.stats.graph_breaks;
     }

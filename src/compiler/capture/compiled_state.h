@@ -36,7 +36,9 @@ struct Segment {
   std::vector<RecordedCall> calls;
   bool has_backward = false;  // a backward pass was captured into this graph
   bool ends_in_break = false;
-  std::string break_what, break_where;
+  // The read that broke the graph: what (item(), printing, data_ptr()), the
+  // op whose result was read, and the user's source location.
+  std::string break_what, break_op, break_where;
   std::unique_ptr<Interpreter> interpreter;  // built on first run, rebuilt when outputs change
 };
 
