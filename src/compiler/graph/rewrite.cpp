@@ -20,6 +20,28 @@ void replace_all_uses(Graph& g, ValueId from, ValueId to) {
     if (v == from) v = to;
 }
 
+ForwardReplacer::ForwardReplacer(const Graph& g) : renamed_(g.values.size()), remove_(g.nodes.size(), false) {
+  for (size_t v = 0; v < renamed_.size(); ++v) renamed_[v] = static_cast<ValueId>(v);
+}
+
+void ForwardReplacer::rename_inputs(Node& node) const {
+  for (ValueId& v : node.inputs)
+    if (v != kNoValue) v = renamed_[static_cast<size_t>(v)];
+}
+
+void ForwardReplacer::replace(const Graph& g, size_t node_index, const std::vector<ValueId>& with) {
+  const Node& n = g.nodes[node_index];
+  KILN_ASSERT(with.size() == n.outputs.size(), "ForwardReplacer: one replacement per output");
+  for (size_t k = 0; k < with.size(); ++k) renamed_[static_cast<size_t>(n.outputs[k])] = with[k];
+  remove_[node_index] = any_ = true;
+}
+
+void ForwardReplacer::finish(Graph& g) {
+  if (!any_) return;
+  for (ValueId& v : g.outputs) v = renamed_[static_cast<size_t>(v)];
+  remove_nodes(g, remove_);
+}
+
 void reindex_values(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];

@@ -16,6 +16,26 @@ void replace_all_uses(Graph& g, ValueId from, ValueId to);
 // not be removed), then renumbers the remaining values densely in their old
 // order. The removed nodes' outputs must be unused.
 void remove_nodes(Graph& g, const std::vector<bool>& remove);
+// Replacing nodes during one walk over the graph in order: a replaced
+// node's outputs are read from other values, each later read renamed when
+// the walk reaches it (so one replacement exposes the next in a single
+// pass); finish() points the graph outputs at the replacements and removes
+// the replaced nodes.
+class ForwardReplacer {
+ public:
+  explicit ForwardReplacer(const Graph& g);
+  // Call on each node before looking at its inputs.
+  void rename_inputs(Node& node) const;
+  // Reads of node `node_index`'s outputs read `with` (one per output) instead.
+  void replace(const Graph& g, size_t node_index, const std::vector<ValueId>& with);
+  void finish(Graph& g);
+
+ private:
+  std::vector<ValueId> renamed_;
+  std::vector<bool> remove_;
+  bool any_ = false;
+};
+
 // Recomputes Value::node and Value::output_index from Graph::nodes (after
 // nodes were inserted, reordered or replaced).
 void reindex_values(Graph& g);
