@@ -1,4 +1,5 @@
 // The op registry and the one dispatch point every op call goes through.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -65,6 +66,13 @@ void define_op(const OpDef& def) {
   KILN_ASSERT(!r.defined[i], "op '", op_name(def.id), "' is defined twice");
   r.defs[i] = def;
   r.defined[i] = true;
+  OpKind kind = op_kind(def.id);
+  if (kind == OpKind::Inplace) {
+    r.defs[i].mutated_inputs |= 1u;
+    r.defs[i].output0_aliases = 0;
+  } else if (kind == OpKind::View) {
+    r.defs[i].output0_aliases = 0;
+  }
 }
 
 void register_kernel(OpId id, DeviceType device, KernelFn kernel) {
@@ -103,6 +111,13 @@ std::vector<std::string> verify_op_table() {
         if (!d.infer || !d.kernels[static_cast<int>(DeviceType::CPU)])
           problems.push_back(name + ": needs a shape rule and a CPU kernel");
     }
+    if (info.kind == OpKind::Random) {
+      bool seeded = std::find(d.step_attrs.begin(), d.step_attrs.end(), "seed") != d.step_attrs.end() &&
+                    std::find(d.step_attrs.begin(), d.step_attrs.end(), "offset") != d.step_attrs.end();
+      if (!seeded) problems.push_back(name + ": a random op must list seed and offset in step_attrs");
+    }
+    if (info.kind != OpKind::Inplace && info.kind != OpKind::Other && d.mutated_inputs != 0)
+      problems.push_back(name + ": only in-place and hand-written ops may mutate inputs");
   }
   return problems;
 }
