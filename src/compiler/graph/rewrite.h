@@ -40,15 +40,15 @@ class ForwardReplacer {
 // nodes were inserted, reordered or replaced).
 void reindex_values(Graph& g);
 
-// The value whose storage `v` shares: follows View ops and Inplace ops (which
-// return their first input) back to the value that owns the storage.
+// The value whose storage `v` shares: follows the schema's output aliasing
+// (views and in-place ops share input 0's) back to the value that owns it.
 ValueId alias_root(const Graph& g, ValueId v);
 // Per value: is its storage (by alias root) written by some node of the
 // graph: an Inplace op's first input, or an op with side effects below.
 std::vector<bool> mutated_storage(const Graph& g);
-// Whether running the node does more than define its outputs: Inplace ops
-// and ops that update an input (batch_norm in training updates its running
-// statistics). Such nodes are never removed or merged.
+// Whether running the node does more than define its outputs: it writes an
+// input (the schema's mutated inputs: in-place ops, batch_norm's running
+// statistics in training). Such nodes are never removed or merged.
 bool has_side_effects(const Node& node);
 // The inputs a side-effecting node writes (indices into node.inputs).
 std::vector<size_t> mutated_inputs(const Node& node);
