@@ -218,6 +218,15 @@ TEST(GraphVerifier, TypesRederivedWithShapeRules) {
   EXPECT_TRUE(mentions(p, "node 4 (max_pool2d): output %4 is recorded as f32[1, 1, 2, 1]"));
 }
 
+TEST(GraphVerifier, ConstantsMatchTheirRecordedType) {
+  Graph g;
+  ValueId c = g.add_constant(ones({2, 3}));
+  g.outputs = {c};
+  EXPECT_EQ(verify(g), std::vector<std::string>{});
+  g.values[0].type.dtype = DType::Float64;
+  EXPECT_EQ(verify(g), std::vector<std::string>{"node 0 (constant): %0 is recorded as f64[2, 3] but the tensor is f32[2, 3]"});
+}
+
 TEST(GraphVerifier, ShapeRuleRejectingTheInputsIsAProblem) {
   Graph g;
   ValueId a = g.add_input(ValueType::contiguous({2, 3}));
