@@ -457,6 +457,9 @@ class CaptureMode final : public DispatchMode {
       types.push_back(ty);
     }
     rc.outputs = g.add_op(id, attrs, in_values, types, attr_inputs);
+    g.nodes.back().region = in_backward_ ? Node::Region::Backward
+                            : s.has_backward ? Node::Region::Update
+                                             : Node::Region::Forward;
     for (size_t k = 0; k < out.size(); ++k) {
       set_placeholder(rc.outputs[k], out[k]);
       remember(out[k], rc.outputs[k]);
@@ -516,6 +519,11 @@ class CaptureMode final : public DispatchMode {
     const Graph& g = s.graph;
     s.has_backward = true;
     backward_in_segment_ = true;
+    in_backward_ = true;
+    struct EndBackward {
+      bool& flag;
+      ~EndBackward() { flag = false; }
+    } end_backward{in_backward_};
     NoGradGuard no_grad;  // gradients are values, not differentiable themselves
     std::unordered_map<ValueId, Tensor> grad_of;
     for (size_t r = 0; r < roots.size(); ++r) {
@@ -700,7 +708,8 @@ class CaptureMode final : public DispatchMode {
   Variant* var_ = nullptr;
   bool recording_ = true;
   size_t seg_idx_ = 0, call_idx_ = 0;
-  bool backward_in_segment_ = false;  // this call captured a backward into the current segment
+  bool backward_in_segment_ = false;
+  bool in_backward_ = false;  // recording derivative nodes  // this call captured a backward into the current segment
   int64_t s0_ = -1;
   // The current segment's run: inputs by position, scalars, placeholders by value.
   Tensors bound_;
