@@ -26,7 +26,9 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "compiler/aot/functionalize.h"
 #include "compiler/capture/compiled_state.h"
+#include "compiler/passes/pipeline.h"
 #include "compiler/log.h"
 #include "compiler/graph/printer.h"
 #include "kiln/ops.h"
@@ -618,15 +620,19 @@ class CaptureMode final : public DispatchMode {
     Segment& s = seg();
     Graph& g = s.graph;
     // Outputs: the computed values whose placeholders are still held.
+    // A tensor written in place stands for several values (the write's
+    // input and output): it takes the last one.
     std::vector<ValueId> live;
+    std::unordered_set<const TensorImpl*> taken;
     bool needs_tape = false;
-    for (size_t v = 0; v < placeholders_.size(); ++v) {
+    for (size_t v = placeholders_.size(); v-- > 0;) {
       auto p = placeholders_[v].lock();
-      if (p && p->storage->is_meta() && raw_[v] == p.get()) {
+      if (p && p->storage->is_meta() && raw_[v] == p.get() && taken.insert(p.get()).second) {
         live.push_back(static_cast<ValueId>(v));
         needs_tape = needs_tape || g.type(static_cast<ValueId>(v)).requires_grad;
       }
     }
+    std::reverse(live.begin(), live.end());
     if (recording_) {
       g.outputs = live;
       s.interpreter.reset();
@@ -639,7 +645,18 @@ class CaptureMode final : public DispatchMode {
         s.interpreter.reset();
       }
     }
-    if (!s.interpreter) s.interpreter = std::make_unique<Interpreter>(g);
+    if (!s.interpreter) {
+      // The pipeline: functionalize, then the graph passes. Inputs, scalar
+      // inputs and outputs keep their positions.
+      s.executable = g;
+      std::vector<Pass> passes = {{"functionalize", [](Graph& x) { functionalize(x); }}};
+      for (Pass& p : default_passes()) passes.push_back(std::move(p));
+      run_passes(s.executable, passes);
+      if (recording_)
+        log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
+                                        print(s.executable));
+      s.interpreter = std::make_unique<Interpreter>(s.executable);
+    }
     Tensors results;
     {
       HideModeGuard below_capture(*this);
