@@ -313,6 +313,17 @@ void gelu_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (a.s("approximate") == "tanh") run_unary<UnaryF32::GeluTanh, Dtypes::FloatOnly>(in[0], out[0]);
   else run_unary<UnaryF32::GeluErf, Dtypes::FloatOnly>(in[0], out[0]);
 }
+// erf has no vectorized row (it is gelu's decomposition's primitive, rare
+// in eager code): the scalar loop for every float dtype.
+void erf_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
+  DType cd = cpu::compute_dtype(out[0].dtype());
+  Tensor x = cpu::converted(in[0], cd);
+  with_compute_output(out[0], cd, [&](const Tensor& y) {
+    cpu::visit_float_dtype(cd, [&]<typename T>() {
+      cpu::loop1<T, T>(y, x, [](T v) { return scalar::erf(v); }, kMathGrain);
+    });
+  });
+}
 void gelu_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (a.s("approximate") == "tanh")
     run_binary<BinaryF32::GeluBackwardTanh, Dtypes::FloatOnly>(in[0], in[1], out[0]);
@@ -504,6 +515,11 @@ Tensors gelu_backward_back(const BackwardCtx& c, TensorSpan g) {
     r[1] = reduce_to(mul(mul(g[0], grad), gelu_second_derivative(x, approx == "tanh")), c.input_metas[1]);
   return r;
 }
+Tensors erf_back(const BackwardCtx& c, TensorSpan g) {
+  constexpr double k2OverSqrtPi = 1.12837916709551257390;
+  const Tensor& x = c.inputs[0];
+  return {mul(g[0], mul(exp(neg(mul(x, x))), k2OverSqrtPi))};
+}
 Tensors sigmoid_back(const BackwardCtx& c, TensorSpan g) {
   const Tensor& y = c.outputs[0];
   return {mul(g[0], mul(y, 1.0 - y))};
@@ -585,6 +601,7 @@ void register_pointwise_ops() {
   define_op(kernel_op(OpId::ge, compare_infer, compare_kernel<CompareF32::Ge>, nullptr, kSaveNone));
   define_op(kernel_op(OpId::logical_not, logical_not_infer, logical_not_kernel, nullptr, kSaveNone));
   define_op(kernel_op(OpId::cast, cast_infer, cast_kernel, cast_back, kSaveNone));
+  define_op(kernel_op(OpId::erf, float_unary_infer<OpId::erf>, erf_kernel, erf_back, kSaveInputs));
 }
 
 // ---- public functions ----
@@ -612,6 +629,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
 }
 Tensor sigmoid(const Tensor& x) { return dispatch1(OpId::sigmoid, {x}); }
 Tensor tanh(const Tensor& x) { return dispatch1(OpId::tanh, {x}); }
+Tensor erf(const Tensor& x) { return dispatch1(OpId::erf, {x}); }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   Attrs a;
   if (min) a.set("min", *min);
