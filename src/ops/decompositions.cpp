@@ -1,5 +1,5 @@
 // Decompositions of ops that have a fast eager kernel (softmax, batch norm,
-// nll_loss and their backward ops) into primitive ops: pointwise ops,
+// nll_loss, gelu and their backward ops) into primitive ops: pointwise ops,
 // reductions, views, factories, gather/scatter_add and copy_. Eager dispatch
 // keeps calling the kernels; the compiler expands these ops with the
 // functions registered here (OpDef::decompose) so that it can fuse and
@@ -18,6 +18,7 @@
 #include "ops/cpu/pointwise_util.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
+#include "ops/scalar_expr.h"
 
 namespace kiln {
 namespace {
@@ -183,9 +184,23 @@ Tensors nll_loss_backward_dec(TensorSpan in, const Attrs& a) {
   return {as_dtype(gx, g_in.dtype())};
 }
 
+// ---- gelu, gelu_backward: their scalar formula (ops/scalar_math.h) as tensor ops ----
+// One node of the expression, one primitive op (erf, tanh, exp, mul...).
+template <OpId Id>
+Tensors pointwise_formula_dec(TensorSpan in, const Attrs& a) {
+  DType out = result_type(in);
+  DType cd = compute_dtype_of(out);
+  Tensors xs;
+  for (const Tensor& t : in) xs.push_back(as_dtype(t, cd));
+  Tensor y = eval_tensors(pointwise_expr(Id, a, static_cast<int>(in.size())), xs);
+  return {as_dtype(y, out)};
+}
+
 }  // namespace
 
 void register_decompositions() {
+  register_decomposition(OpId::gelu, pointwise_formula_dec<OpId::gelu>);
+  register_decomposition(OpId::gelu_backward, pointwise_formula_dec<OpId::gelu_backward>);
   register_decomposition(OpId::softmax, softmax_dec<false>);
   register_decomposition(OpId::log_softmax, softmax_dec<true>);
   register_decomposition(OpId::softmax_backward, softmax_backward_dec<false>);

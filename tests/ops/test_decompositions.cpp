@@ -1,5 +1,5 @@
 // The decompositions of ops that keep a fast eager kernel (softmax,
-// log_softmax, batch_norm, nll_loss and their backward ops;
+// log_softmax, batch_norm, nll_loss, gelu and their backward ops;
 // src/ops/decompositions.cpp) against the kernels: the same outputs, the
 // same running-stat updates, the same gradients (autograd through the
 // primitive ops against the ops' own derivatives), and only primitive ops
@@ -273,6 +273,25 @@ TEST(Decompositions, NllLossWithEveryTargetIgnored) {
   expect_same_outputs(OpId::nll_loss_backward, {scalar_tensor(1.0), target}, b, DType::Float32);
 }
 
+// ---- gelu ----
+TEST(Decompositions, GeluAndGeluBackwardMatchKernels) {
+  for (const char* approx : {"none", "tanh"}) {
+    Attrs a = Attrs().set("approximate", std::string(approx));
+    for (DType dt : kDtypes) {
+      for (const Shape& shape : {Shape{7}, Shape{1, 5}, Shape{3, 4, 2}}) {
+        SCOPED_TRACE(std::string(approx) + " " + dtype_name(dt) + shape_str(shape));
+        Tensor x = random(shape, dt, 61, 3.0), g = random(shape, dt, 62);
+        expect_same_outputs(OpId::gelu, {x}, a, dt);
+        expect_same_outputs(OpId::gelu_backward, {g, x}, a, dt);
+        if (dt != DType::BFloat16) {
+          expect_same_grads(OpId::gelu, {x}, a, {0}, dt);
+          expect_same_grads(OpId::gelu_backward, {g, x}, a, {0, 1}, dt);
+        }
+      }
+    }
+  }
+}
+
 // ---- the table ----
 
 // Records the ops a scope calls (and lets them run).
@@ -305,7 +324,8 @@ bool is_primitive(OpId id) {
 
 const std::vector<OpId> kDecomposed = {OpId::softmax,          OpId::log_softmax,          OpId::softmax_backward,
                                        OpId::log_softmax_backward, OpId::batch_norm,       OpId::batch_norm_backward,
-                                       OpId::nll_loss,         OpId::nll_loss_backward};
+                                       OpId::nll_loss,         OpId::nll_loss_backward,    OpId::gelu,
+                                       OpId::gelu_backward};
 
 // Representative inputs for each op of kDecomposed.
 std::pair<Tensors, Attrs> sample_call(OpId id) {
@@ -329,6 +349,10 @@ std::pair<Tensors, Attrs> sample_call(OpId id) {
       return {{log_softmax(x, 1), targets({2, 4}, 3, 1, 42)}, nll_attrs("mean", 1)};
     case OpId::nll_loss_backward:
       return {{scalar_tensor(1.0), targets({2, 4}, 3, 1, 42)}, nll_attrs("mean", 1).set("input_shape", Shape{2, 3, 4})};
+    case OpId::gelu:
+      return {{x}, Attrs().set("approximate", std::string("none"))};
+    case OpId::gelu_backward:
+      return {{x, x}, Attrs().set("approximate", std::string("tanh"))};
     default:
       KILN_FAIL("no sample call for ", op_name(id));
   }
