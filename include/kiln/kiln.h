@@ -14,3 +14,4 @@
 #include "kiln/serialize.h"
 #include "kiln/data.h"
 #include "kiln/models.h"
+#include "kiln/profile.h"

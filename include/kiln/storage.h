@@ -33,6 +33,10 @@ void register_allocator(DeviceType type, Allocator* allocator);
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // A meta storage: a size and a device but no memory. Meta tensors run
+  // shape rules without allocating (tracing, shape inference).
+  struct Meta {};
+  Storage(size_t nbytes, Device device, Meta);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -40,6 +44,11 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  bool is_meta() const { return data_ == nullptr && meta_; }
+  // Gives a meta storage the memory of `real` (same device, at least as
+  // large), which it keeps alive: capture hands out meta placeholders and
+  // fills them once the captured graph has run.
+  void materialize(std::shared_ptr<Storage> real);
 
   // Bumped by every in-place write. Views and detach() share the storage, so
   // they share the count; backward compares it with the count a saved tensor
@@ -52,7 +61,9 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
-  Allocator* allocator_ = nullptr;
+  Allocator* allocator_ = nullptr;  // null: meta or materialized (no memory of its own)
+  bool meta_ = false;
+  std::shared_ptr<Storage> backing_;  // a materialized meta storage's memory
 };
 
 }  // namespace kiln

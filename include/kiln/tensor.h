@@ -49,6 +49,11 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
   // A new, uninitialized, contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  // A meta tensor: shape, dtype, device and strides (contiguous when empty)
+  // without memory. Ops on meta tensors run their shape rules only and give
+  // meta tensors; reading one's data is an error (or, under capture, a graph
+  // break that fills it).
+  static Tensor meta(const Shape& shape, DType dtype, Device device, const Shape& strides = {});
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -71,6 +76,7 @@ class Tensor {
   bool is_contiguous() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   bool shares_storage(const Tensor& other) const;
+  bool is_meta() const { return checked("is_meta()")->storage->is_meta(); }
   // The storage's in-place write count (shared with views and detach()).
   uint64_t version() const { return checked("version()")->storage->version(); }
   // Marks an in-place write made outside the in-place ops (kernels that
@@ -206,6 +212,12 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Called when code reads the data of a meta tensor: capture installs one that
+// runs the graph so far and fills the tensor (a graph break); without one the
+// read is a kiln::Error. Thread-local; returns the previous hook.
+using MetaDataAccessHook = void (*)(const Tensor& t, const char* what);
+MetaDataAccessHook set_meta_data_access_hook(MetaDataAccessHook hook);
 
 // Scope that turns off autograd recording (like torch.no_grad()).
 class NoGradGuard {

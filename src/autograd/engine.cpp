@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "kiln/ops.h"
+#include "kiln/profile.h"
 
 namespace kiln {
 
@@ -134,6 +135,7 @@ Tensors AccumulateGrad::apply(TensorSpan grad_outputs) {
 }
 
 void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph) {
+  ProfileRange range("backward");
   NoGradGuard no_grad;  // derivatives are plain op calls; no higher-order graph yet
   // Dependencies: how many edges from reachable nodes point at each node.
   std::unordered_map<Node*, int> deps;

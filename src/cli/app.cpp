@@ -123,6 +123,7 @@ const char* const kEnvironmentHelp =
     "  KILN_DATA             where CIFAR-10 lives (cifar-10-batches-bin/ inside; default ./data)\n"
     "  KILN_CIFAR10_ARCHIVE  a CIFAR-10 archive to import when KILN_DATA holds none\n"
     "  KILN_FASHION_MNIST    Fashion-MNIST's directory when --data-dir is not given\n"
+    "  KILN_PROFILE          train: profile as --profile does, writing the trace to this file\n"
     "Usage errors exit 2, other errors (files, data) exit 1.";
 
 // Everything one command line can ask for; filled by the parse, run by dispatch().
@@ -187,6 +188,10 @@ void add_train(CLI::App& app, Invocation& inv) {
   add_integer<int64_t>(t, "--steps", [&o](int64_t v) { o.steps = v; }, 0, kInt64Max,
                        "cap each epoch at N training steps and evaluate on the first N test batches (0: no cap)")
       ->default_str("0");
+  t->add_option("--profile", o.profile,
+                "profile the run: write a Chrome trace to FILE (Perfetto, chrome://tracing) and print the per-op "
+                "table at the end (docs/profiling.md)")
+      ->type_name("FILE");
   add_integer<int>(t, "--workers", [&o](int v) { o.workers = v; }, 0, kMaxWorkers,
                    "data-loading threads, 0 to " + std::to_string(kMaxWorkers) +
                        " (0: batches are assembled in the training thread)")

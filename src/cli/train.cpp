@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -343,6 +344,8 @@ int run_train(const TrainOptions& o) {
   check_output_path("--save-init", o.save_init);
   check_input_path("--resume", o.resume);
   check_input_path("--init", o.init);
+  const std::string trace = o.profile.empty() ? Profile::env_trace_path() : o.profile;
+  check_output_path(o.profile.empty() ? "KILN_PROFILE" : "--profile", trace);
 
   data::ImageDataset train_set, test_set;
   if (o.data == "cifar10") {
@@ -358,7 +361,17 @@ int run_train(const TrainOptions& o) {
   } else {
     KILN_FAIL("train: unknown data set '", o.data, "'; use --data cifar10 or --data fashion-mnist");
   }
+  // Profiles the training and evaluation, not the data loading above.
+  std::optional<Profile> profile;
+  if (!trace.empty()) profile.emplace(trace);
   TrainResult r = train(o, train_set, test_set);
+  if (profile) {
+    profile->stop();
+    std::FILE* out = o.json ? stderr : stdout;  // --json keeps stdout to JSON lines
+    std::fprintf(out, "profile (trace: %s; open it in https://ui.perfetto.dev or chrome://tracing):\n%s",
+                 profile->trace_path().c_str(), profile->table_string().c_str());
+    profile.reset();  // writes the trace
+  }
   if (o.json)
     print_json_line({{"model", o.model},
                      {"epochs", o.epochs},

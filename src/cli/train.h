@@ -23,6 +23,7 @@ struct TrainOptions {
   int64_t steps = 0;  // > 0: cap on training steps per epoch and eval batches
   int workers = 2;
   std::string data_dir;  // Fashion-MNIST's directory; empty: data::find_fashion_mnist_dir's order
+  std::string profile;   // Chrome trace file; empty: $KILN_PROFILE, else no profile
 };
 
 struct TrainResult {

@@ -104,6 +104,19 @@ Storage::Storage(size_t nbytes, Device device)
   data_ = allocator_->allocate_on(device, nbytes);
 }
 
-Storage::~Storage() { allocator_->deallocate(data_, nbytes_); }
+Storage::Storage(size_t nbytes, Device device, Meta) : nbytes_(nbytes), device_(device), meta_(true) {}
+
+Storage::~Storage() {
+  if (allocator_ != nullptr) allocator_->deallocate(data_, nbytes_);
+}
+
+void Storage::materialize(std::shared_ptr<Storage> real) {
+  KILN_ASSERT(is_meta(), "Storage::materialize: the storage already has memory");
+  KILN_ASSERT(real && !real->is_meta() && real->device_ == device_ && real->nbytes_ >= nbytes_,
+              "Storage::materialize: the backing storage does not fit (", real ? real->nbytes_ : 0, " bytes on ",
+              real ? real->device_ : device_, " for ", nbytes_, " bytes on ", device_, ")");
+  data_ = real->data_;
+  backing_ = std::move(real);
+}
 
 }  // namespace kiln

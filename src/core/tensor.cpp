@@ -31,6 +31,46 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::meta(const Shape& shape, DType dtype, Device device, const Shape& strides) {
+  for (int64_t s : shape)
+    KILN_CHECK(s >= 0, "meta: negative size in shape ", shape_str(shape), "; sizes must be >= 0");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides.empty() && !shape.empty() ? contiguous_strides(shape) : strides;
+  KILN_CHECK(impl->strides.size() == shape.size(), "meta: ", shape.size(), " sizes but ", impl->strides.size(),
+             " strides");
+  int64_t extent = 1;  // elements spanned: 1 + sum (size-1)*stride
+  bool empty = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    KILN_CHECK(impl->strides[d] >= 0, "meta: negative stride in ", shape_str(impl->strides));
+    empty = empty || shape[d] == 0;
+    extent += (shape[d] - 1) * impl->strides[d];
+  }
+  impl->storage = std::make_shared<Storage>(empty ? 0 : static_cast<size_t>(extent) * kiln::itemsize(dtype), device,
+                                            Storage::Meta{});
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+namespace {
+thread_local MetaDataAccessHook t_meta_hook = nullptr;
+}
+
+MetaDataAccessHook set_meta_data_access_hook(MetaDataAccessHook hook) {
+  MetaDataAccessHook prev = t_meta_hook;
+  t_meta_hook = hook;
+  return prev;
+}
+
+// A read of a meta tensor's data: a graph break under capture (the hook fills
+// the tensor), else an error.
+[[gnu::noinline]] static void on_meta_data_access(const Tensor& t, const char* what) {
+  if (t_meta_hook != nullptr) t_meta_hook(t, what);
+  KILN_CHECK(!t.impl()->storage->is_meta(), what, ": the tensor ", dtype_name(t.dtype()), shape_str(t.shape()),
+             " is a meta tensor (shape, dtype and device without memory), so it has no data to read; run the op on "
+             "real tensors");
+}
+
 int64_t Tensor::size(int64_t d) const { return checked("size()")->shape[wrap_dim(d, dim(), "Tensor::size")]; }
 int64_t Tensor::stride(int64_t d) const {
   return checked("stride()")->strides[wrap_dim(d, dim(), "Tensor::stride")];
@@ -53,6 +93,8 @@ bool Tensor::shares_storage(const Tensor& other) const {
 
 void* Tensor::data_ptr() const {
   checked("data_ptr()");
+  if (impl_->storage->data() == nullptr && impl_->storage->is_meta()) [[unlikely]]
+    on_meta_data_access(*this, "data_ptr()");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(itemsize());
 }
 
@@ -60,6 +102,7 @@ double Tensor::item() const {
   checked("item()");
   KILN_CHECK(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", shape_str(shape()),
              "); item() needs exactly one; index or reduce it first");
+  if (impl_->storage->is_meta()) on_meta_data_access(*this, "item()");
   Tensor c = to(Device::cpu());
   return visit_dtype(dtype(), [&]<typename T>() { return static_cast<double>(*static_cast<const T*>(c.data_ptr())); });
 }
@@ -209,6 +252,13 @@ void print_rec(std::ostream& os, const Tensor& t, const std::vector<double>& val
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream os;
+  if (is_meta() && t_meta_hook != nullptr) t_meta_hook(*this, "printing");
+  if (is_meta()) {
+    os << "tensor(..., size=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype());
+    if (!device().is_cpu()) os << ", device=" << device();
+    os << ", meta)";
+    return os.str();
+  }
   os << "tensor(";
   std::vector<double> vals = to_vector<double>();
   int64_t pos = 0;

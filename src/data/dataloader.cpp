@@ -11,6 +11,7 @@
 
 #include "data/data_internal.h"
 #include "kiln/error.h"
+#include "kiln/profile.h"
 
 namespace kiln::data {
 
@@ -155,6 +156,7 @@ void DataLoader::start_epoch(int64_t epoch) {
 }
 
 std::optional<Batch> DataLoader::next() {
+  ProfileRange range("dataloader.next");  // the wait for a batch, or its assembly without workers
   Impl& s = *impl_;
   if (s.epoch < 0) start_epoch(0);
   if (s.next_consume >= s.num_batches) return std::nullopt;

@@ -1,4 +1,7 @@
 // The op registry and the one dispatch point every op call goes through.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -64,6 +67,13 @@ void define_op(const OpDef& def) {
   KILN_ASSERT(!r.defined[i], "op '", op_name(def.id), "' is defined twice");
   r.defs[i] = def;
   r.defined[i] = true;
+  OpKind kind = op_kind(def.id);
+  if (kind == OpKind::Inplace) {
+    r.defs[i].mutated_inputs |= 1u;
+    r.defs[i].output0_aliases = 0;
+  } else if (kind == OpKind::View) {
+    r.defs[i].output0_aliases = 0;
+  }
 }
 
 void register_kernel(OpId id, DeviceType device, KernelFn kernel) {
@@ -109,6 +119,13 @@ std::vector<std::string> verify_op_table() {
         if (!d.infer || !d.kernels[static_cast<int>(DeviceType::CPU)])
           problems.push_back(name + ": needs a shape rule and a CPU kernel");
     }
+    if (info.kind == OpKind::Random) {
+      bool seeded = std::find(d.step_attrs.begin(), d.step_attrs.end(), "seed") != d.step_attrs.end() &&
+                    std::find(d.step_attrs.begin(), d.step_attrs.end(), "offset") != d.step_attrs.end();
+      if (!seeded) problems.push_back(name + ": a random op must list seed and offset in step_attrs");
+    }
+    if (info.kind != OpKind::Inplace && info.kind != OpKind::Other && d.mutated_inputs != 0)
+      problems.push_back(name + ": only in-place and hand-written ops may mutate inputs");
   }
   return problems;
 }
@@ -228,7 +245,11 @@ ModeGuard::ModeGuard(DispatchMode& mode) : mode_(&mode) {
   t_modes.visible = static_cast<int>(t_modes.stack.size());
 }
 ModeGuard::~ModeGuard() {
-  KILN_ASSERT(!t_modes.stack.empty() && t_modes.stack.back() == mode_, "ModeGuard: modes popped out of order");
+  if (t_modes.stack.empty() || t_modes.stack.back() != mode_) {
+    // Scopes nest by construction; a destructor cannot throw.
+    std::fprintf(stderr, "kiln: internal error: ModeGuard for '%s' popped out of order\n", mode_->mode_name());
+    std::abort();
+  }
   t_modes.stack.pop_back();
   t_modes.visible = static_cast<int>(t_modes.stack.size());
 }
@@ -240,6 +261,12 @@ ExcludeModesGuard::ExcludeModesGuard() : prev_visible_(t_modes.visible), prev_ex
 ExcludeModesGuard::~ExcludeModesGuard() {
   t_modes.visible = prev_visible_;
   t_modes.excluded = prev_excluded_;
+}
+
+bool any_meta(TensorSpan inputs) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.impl()->storage->is_meta()) return true;
+  return false;
 }
 
 std::vector<const DispatchMode*> active_modes() {
@@ -273,10 +300,13 @@ Tensors dispatch_below_modes(OpId id, Tensors& inputs, const Attrs& attrs) {
     ExcludeModesGuard kernel_scope;
     std::vector<TensorMeta> metas = def.infer(inputs, attrs);
     Device dev = metas.empty() ? common_device(inputs, op_name(id)) : metas[0].device;
+    const bool meta = any_meta(inputs);
     KernelFn kernel = def.kernels[static_cast<int>(dev.type)];
-    if (kernel == nullptr && dev.is_cuda()) cuda::check_device(dev, op_name(id));  // no GPU or no CUDA: say so
-    KILN_CHECK(kernel != nullptr, op_name(id), ": no kernel for device ", dev,
-               " in this build; move the inputs to a device that has one (e.g. .to(Device::cpu()))");
+    if (!meta) {
+      if (kernel == nullptr && dev.is_cuda()) cuda::check_device(dev, op_name(id));  // no GPU or no CUDA: say so
+      KILN_CHECK(kernel != nullptr, op_name(id), ": no kernel for device ", dev,
+                 " in this build; move the inputs to a device that has one (e.g. .to(Device::cpu()))");
+    }
     if (!def.inputs_on_any_device) {
       // A kernel reads its inputs' memory directly: one on another device
       // would be a wild read. Host scalars are passed by value.
@@ -291,13 +321,20 @@ Tensors dispatch_below_modes(OpId id, Tensors& inputs, const Attrs& attrs) {
                  dtype_name(self.dtype()), shape_str(self.shape()),
                  " tensor that requires grad would corrupt autograd; wrap it in NoGradGuard or use the "
                  "out-of-place op");
+      KILN_CHECK(!meta || self.is_meta(), op_name(id), ": in-place update of a real ", dtype_name(self.dtype()),
+                 shape_str(self.shape()), " tensor from a meta tensor (", describe(inputs),
+                 "), which has no values to write; pass real tensors");
       outputs.push_back(self);
       self.bump_version();
+    } else if (meta) {
+      // Shapes only: meta outputs, no kernel.
+      outputs.reserve(metas.size());
+      for (const TensorMeta& m : metas) outputs.push_back(Tensor::meta(m.shape, m.dtype, m.device));
     } else {
       outputs.reserve(metas.size());
       for (const TensorMeta& m : metas) outputs.push_back(Tensor::empty(m.shape, m.dtype, m.device));
     }
-    kernel(inputs, outputs, attrs);
+    if (!meta) kernel(inputs, outputs, attrs);
   }
 
   if (record && def.backward != nullptr) {

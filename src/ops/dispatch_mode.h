@@ -72,6 +72,9 @@ std::vector<const DispatchMode*> active_modes();
 // True inside a kernel, view function or shape rule (ExcludeModesGuard).
 bool modes_excluded();
 
+// True when an input is a meta tensor: the op then runs its shape rule only.
+bool any_meta(TensorSpan inputs);
+
 // Runs an op with no mode above it: the decomposition, view or kernel, then
 // autograd recording. dispatch() ends here once the modes have passed it on.
 Tensors dispatch_below_modes(OpId id, Tensors& inputs, const Attrs& attrs);

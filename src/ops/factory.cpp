@@ -310,11 +310,19 @@ Tensors dropout_back(const BackwardCtx& c, TensorSpan g) {
 void register_factory_ops() {
   define_op(kernel_op(OpId::full, factory_infer, full_kernel, nullptr, kSaveNone));
   define_op(kernel_op(OpId::arange, arange_infer, arange_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::rand, float_random_infer, rand_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::randn, float_random_infer, randn_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::randint, randint_infer, randint_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::bernoulli, bernoulli_infer, bernoulli_kernel, nullptr, kSaveNone));
-  OpDef d = kernel_op(OpId::dropout, dropout_infer, dropout_kernel, dropout_back, kSaveOutputs);
+  // A random op's Philox seed and offset advance with every call: step
+  // attributes, so a captured graph draws fresh numbers on every replay.
+  auto random_op = [](OpId id, InferFn infer, KernelFn kernel, BackwardFn backward = nullptr,
+                      uint8_t save = kSaveNone) {
+    OpDef d = kernel_op(id, infer, kernel, backward, save);
+    d.step_attrs = {"seed", "offset"};
+    return d;
+  };
+  define_op(random_op(OpId::rand, float_random_infer, rand_kernel));
+  define_op(random_op(OpId::randn, float_random_infer, randn_kernel));
+  define_op(random_op(OpId::randint, randint_infer, randint_kernel));
+  define_op(random_op(OpId::bernoulli, bernoulli_infer, bernoulli_kernel));
+  OpDef d = random_op(OpId::dropout, dropout_infer, dropout_kernel, dropout_back, kSaveOutputs);
   d.num_outputs = 2;
   d.num_differentiable_outputs = 1;
   define_op(d);

@@ -264,13 +264,20 @@ void lerp_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }  // namespace
 
 void register_inplace_ops() {
-  define_op(kernel_op(OpId::fill_, fill_infer, fill_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::copy_, copy_infer, copy_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::add_, add_infer, add_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::mul_, mul_infer, mul_kernel, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::addcmul_, addc_infer<false>, addc_kernel<false>, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::addcdiv_, addc_infer<true>, addc_kernel<true>, nullptr, kSaveNone));
-  define_op(kernel_op(OpId::lerp_, lerp_infer, lerp_kernel, nullptr, kSaveNone));
+  // The scalars of optimizer updates change every step (learning rates,
+  // bias corrections): step attributes, never baked into a graph.
+  auto update = [](OpId id, InferFn infer, KernelFn kernel, std::vector<std::string_view> step_attrs) {
+    OpDef d = kernel_op(id, infer, kernel, nullptr, kSaveNone);
+    d.step_attrs = std::move(step_attrs);
+    define_op(d);
+  };
+  update(OpId::fill_, fill_infer, fill_kernel, {"value"});
+  update(OpId::copy_, copy_infer, copy_kernel, {});
+  update(OpId::add_, add_infer, add_kernel, {"alpha"});
+  update(OpId::mul_, mul_infer, mul_kernel, {});
+  update(OpId::addcmul_, addc_infer<false>, addc_kernel<false>, {"value"});
+  update(OpId::addcdiv_, addc_infer<true>, addc_kernel<true>, {"value"});
+  update(OpId::lerp_, lerp_infer, lerp_kernel, {"weight"});
 }
 
 // ---- public functions ----

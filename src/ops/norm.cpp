@@ -297,6 +297,7 @@ void register_norm_ops() {
   // second forward through the same layer) from tripping the version check.
   bn.unsaved_inputs = 0b11100;  // bias, running_mean, running_var
   bn.unsaved_outputs = 0b001;   // y
+  bn.mutated_inputs = (1u << 3) | (1u << 4);  // running_mean, running_var (training)
   define_op(bn);
   OpDef bb = kernel_op(OpId::batch_norm_backward, bn_bwd_infer, bn_bwd_kernel);
   bb.num_outputs = 3;

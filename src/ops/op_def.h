@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/attrs.h"
@@ -84,6 +85,20 @@ struct OpDef {
   // Inputs may live on another device than the kernel's (to_device); for
   // every other op dispatch requires them on the kernel's device.
   bool inputs_on_any_device = false;
+
+  // Schema facts functionalization and capture rely on (as
+  // native_functions.yaml's Tensor(a!) annotations):
+  // bit i set: the op writes input i in place (in-place ops: input 0, set by
+  // define_op; batch_norm: its running statistics).
+  uint32_t mutated_inputs = 0;
+  // The input whose storage output 0 shares (views and in-place ops: 0, set
+  // by define_op), or -1 for a fresh output.
+  int output0_aliases = -1;
+  // Attributes that may change from call to call without changing what the
+  // op computes structurally (a learning rate, a random seed and offset):
+  // capture makes them scalar inputs of the graph, never constants, so a
+  // new value never recompiles.
+  std::vector<std::string_view> step_attrs;
 };
 
 // Builders for the common shapes of definition (family files tweak the

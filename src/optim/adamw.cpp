@@ -5,6 +5,7 @@
 //   p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
 #include <cmath>
 
+#include "kiln/profile.h"
 #include "optim/state.h"
 
 namespace kiln::optim {
@@ -20,6 +21,7 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o) : Optimizer(std:
 }
 
 void AdamW::step() {
+  ProfileRange range("optimizer.step");
   NoGradGuard no_grad;
   const double lr = lr_, b1 = options.beta1(), b2 = options.beta2();
   ++step_;

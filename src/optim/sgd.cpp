@@ -4,6 +4,7 @@
 //   b = d (first step) | momentum*b + (1-dampening)*d
 //   d = nesterov ? d + momentum*b : b
 //   p -= lr*d
+#include "kiln/profile.h"
 #include "optim/state.h"
 
 namespace kiln::optim {
@@ -18,6 +19,7 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
 }
 
 void SGD::step() {
+  ProfileRange range("optimizer.step");
   NoGradGuard no_grad;
   const double lr = lr_, m = options.momentum(), wd = options.weight_decay(), damp = options.dampening();
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -223,6 +223,41 @@ TEST(CliTrain, OutputPathsAreCheckedBeforeTraining) {
   EXPECT_NE(r.err.find("--resume nothing.safetensors is not a file"), std::string::npos) << show(r);
 }
 
+// --profile and KILN_PROFILE: the per-op table at the end, a trace that is
+// the Chrome trace format, and a bad trace path refused before training.
+TEST(CliTrain, ProfileWritesATraceAndPrintsThePerOpTable) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("train " + kFmnist + " --steps 2 --workers 0 --profile trace.json", dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  EXPECT_NE(r.out.find("profile (trace: trace.json"), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find("conv2d"), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find("ops total "), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find("backward"), std::string::npos) << show(r);
+  nlohmann::json trace = nlohmann::json::parse(slurp(dir / "trace.json"));
+  ASSERT_GT(trace["traceEvents"].size(), 10u);
+  std::map<std::string, int> ranges;
+  for (const auto& e : trace["traceEvents"]) {
+    ASSERT_EQ(e["ph"], "X") << e;
+    if (e["cat"] == "range") ++ranges[e["name"].get<std::string>()];
+  }
+  EXPECT_EQ(ranges["backward"], 2) << trace.dump().substr(0, 2000);
+  EXPECT_EQ(ranges["optimizer.step"], 2);
+  EXPECT_GE(ranges["dataloader.next"], 2);
+
+  // KILN_PROFILE does the same; with --json the table goes to stderr.
+  r = run_kiln("train " + kFmnist + " --steps 1 --workers 0 --json", dir, "KILN_PROFILE=env.json");
+  ASSERT_EQ(r.rc, 0) << show(r);
+  EXPECT_NE(r.err.find("ops total "), std::string::npos) << show(r);
+  for (const nlohmann::json& line : json_lines(r.out)) EXPECT_TRUE(line.is_object());
+  EXPECT_GT(nlohmann::json::parse(slurp(dir / "env.json"))["traceEvents"].size(), 5u);
+
+  r = run_kiln("train " + kFmnist + " --steps 1 --profile no/such/dir/t.json", dir);
+  EXPECT_EQ(r.rc, 1) << show(r);
+  EXPECT_NE(r.err.find("--profile no/such/dir/t.json: the directory no/such/dir does not exist"), std::string::npos)
+      << show(r);
+  EXPECT_EQ(r.out.find("training"), std::string::npos) << show(r);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define KILN_TEST_ASAN 1
 #elif defined(__has_feature)

@@ -1,6 +1,7 @@
 // The ops table is complete: every op listed in ops.def has a definition with
 // what its kind needs (a view function, a decomposition, or a shape rule and
 // a CPU kernel).
+#include <algorithm>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -55,6 +56,58 @@ TEST(OpsTable, OutputCounts) {
     EXPECT_EQ(op_def(OpId::batch_norm).num_outputs, 3);
   } catch (const InternalError&) {
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The schema's mutation and alias facts match what the kernels do: the
+// inputs it names are the ones whose versions move, and aliasing outputs
+// share their input's storage.
+TEST(OpsTable, SchemaMutationsMatchTheKernels) {
+  for (int i = 0; i < kNumOps; ++i) {
+    OpId id = static_cast<OpId>(i);
+    if (op_kind(id) == OpKind::Inplace) {
+      EXPECT_EQ(op_def(id).mutated_inputs, 1u) << op_name(id);
+      EXPECT_EQ(op_def(id).output0_aliases, 0) << op_name(id);
+    } else if (op_kind(id) == OpKind::View) {
+      EXPECT_EQ(op_def(id).output0_aliases, 0) << op_name(id);
+      EXPECT_EQ(op_def(id).mutated_inputs, 0u) << op_name(id);
+    }
+  }
+  // batch_norm in training writes its running statistics (inputs 3 and 4), nothing else.
+  Tensor x = randn({4, 3, 2, 2}), w = ones({3}), b = zeros({3}), rm = zeros({3}), rv = ones({3});
+  std::vector<uint64_t> before = {x.version(), w.version(), b.version(), rm.version(), rv.version()};
+  batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+  std::vector<Tensor> in = {x, w, b, rm, rv};
+  uint32_t mask = op_def(OpId::batch_norm).mutated_inputs;
+  for (size_t k = 0; k < in.size(); ++k)
+    EXPECT_EQ(in[k].version() != before[k], (mask >> k & 1u) != 0) << "batch_norm input " << k;
+  // An in-place op's output is its first input.
+  Tensor p = zeros({3});
+  Tensor& r = add_(p, ones({3}), 2.0);
+  EXPECT_TRUE(r.shares_storage(p));
+  Tensor v = p.view({3, 1});
+  EXPECT_TRUE(v.shares_storage(p));
+}
+
+TEST(OpsTable, StepVaryingScalarsAreStepAttributes) {
+  auto has = [](OpId id, std::string_view a) {
+    const auto& s = op_def(id).step_attrs;
+    return std::find(s.begin(), s.end(), a) != s.end();
+  };
+  EXPECT_TRUE(has(OpId::add_, "alpha"));
+  EXPECT_TRUE(has(OpId::addcdiv_, "value"));
+  EXPECT_TRUE(has(OpId::addcmul_, "value"));
+  EXPECT_TRUE(has(OpId::lerp_, "weight"));
+  for (OpId id : {OpId::rand, OpId::randn, OpId::randint, OpId::dropout, OpId::bernoulli}) {
+    EXPECT_TRUE(has(id, "seed")) << op_name(id);
+    EXPECT_TRUE(has(id, "offset")) << op_name(id);
+  }
+  EXPECT_FALSE(has(OpId::conv2d, "stride"));
 }
 
 }  // namespace

@@ -35,9 +35,14 @@ struct ValueType {
   bool requires_grad = false;
 
   static ValueType of(const Tensor& t);
+  // A contiguous value of the given shape (tests, passes).
+  static ValueType contiguous(Shape shape, DType dtype = DType::Float32, Device device = Device::cpu(),
+                              uint64_t symbolic_dims = 0);
   bool operator==(const ValueType&) const = default;
 };
 std::string type_str(const ValueType& t);  // "f32[s0, 3, 32, 32]"
+const char* dtype_short_name(DType t);      // "f32", "i64", "bool"
+bool is_symbolic(const ValueType& t, size_t dim);
 
 enum class NodeKind : uint8_t {
   Input,     // the graph's input number input_index

@@ -1,0 +1,54 @@
+// The pass pipeline (pipeline.h).
+#include "compiler/passes/pipeline.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "compiler/graph/printer.h"
+#include "compiler/graph/verifier.h"
+#include "compiler/passes/constant_folding.h"
+#include "compiler/passes/cse.h"
+#include "compiler/passes/dead_code.h"
+#include "compiler/passes/noop_removal.h"
+
+namespace kiln::compiler {
+
+bool dump_enabled(std::string_view what) {
+  const char* env = std::getenv("KILN_DUMP");
+  if (env == nullptr) return false;
+  std::string_view list(env);
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item == what) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+std::string dump_header(const Graph& g, const std::string& pass) {
+  return detail::concat("// ---- graph ", g.name, " after pass ", pass, " (", g.num_ops(), " ops) ----");
+}
+
+void run_passes(Graph& g, const std::vector<Pass>& passes) {
+  const bool dump = dump_enabled("passes");
+  for (const Pass& pass : passes) {
+    pass.run(g);
+    verify_or_throw(g, ("pass " + pass.name).c_str());
+    if (dump) std::cerr << dump_header(g, pass.name) << '\n' << print(g) << std::flush;
+  }
+}
+
+std::vector<Pass> default_passes() {
+  return {
+      {"constant_folding", fold_constants},
+      {"noop_removal", remove_noops},
+      {"cse", eliminate_common_subexpressions},
+      {"dead_code", eliminate_dead_code},
+  };
+}
+
+}  // namespace kiln::compiler
