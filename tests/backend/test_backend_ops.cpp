@@ -97,12 +97,15 @@ void nn_cases(std::vector<OpCase>& c) {
                  }, f32, normal, 1e-4});
     // The backward ops take a grad_out of the output's shape as a third input.
     const Shape ys = conv2d(zeros(shapes[0]), zeros(shapes[1]), Tensor(), p).shape();
+    // Sums of thousands of products (the weight's gradient of a wide layer)
+    // round differently in cuDNN's and oneDNN's orders: a looser bound there.
+    const double tol = numel_of(shapes[0]) / shapes[0][1] > 1000 ? 1e-3 : 1e-4;
     c.push_back({name + "_backward_input", {shapes[0], shapes[1], ys}, [p](const Tensors& x) {
                    return conv2d_backward_input(x[2], x[1], x[0].shape(), p);
                  }, f32, normal, 1e-4});
     c.push_back({name + "_backward_weight", {shapes[0], shapes[1], ys}, [p](const Tensors& x) {
                    return conv2d_backward_weight(x[2], x[0], x[1].shape(), p);
-                 }, f32, normal, 1e-4});
+                 }, f32, normal, tol});
   };
   conv("conv2d", {{2, 3, 9, 9}, {4, 3, 3, 3}, {4}}, conv_params({1, 1}, {1, 1}));
   conv("conv2d_stride2", {{2, 4, 10, 10}, {6, 4, 3, 3}}, conv_params({2, 2}, {0, 0}));
@@ -713,42 +716,53 @@ TEST(CudaDevice, MlpTrainingMatchesCpu) {
 
 // max |got - want| relative to want's largest magnitude (at least 1).
 double scaled_error(const Tensor& got, const Tensor& want) {
-  Tensor g = got.to(Device::cpu()).to(DType::Float64), w = want.to(DType::Float64);
+  Tensor g = got.to(Device::cpu()).to(DType::Float64), w = want.to(Device::cpu()).to(DType::Float64);
   const double err = amax(abs(sub(g, w))).item();
   return err / std::max(1.0, amax(abs(w)).item());
 }
 
 class CudaZoo : public ::testing::TestWithParam<std::string> {};
 
-// Each zoo model in training mode (batch norm on batch statistics): its
-// output and every parameter's gradient on CUDA match the CPU's, float32
-// within 1e-3 of the largest magnitude (convolution algorithms differ).
+// Each zoo model in training mode (batch norm on batch statistics), one
+// forward and backward: its output and every parameter's gradient on CUDA
+// in float32 are as close to a float64 CPU run as the float32 CPU run is
+// (within 3x its error, or 2e-4 of the largest magnitude). A deep network
+// amplifies rounding (a ReLU input near 0 lands on either side), so a fixed
+// bound would either fail ResNet-18 or say little about the tutorial CNN;
+// the float64 run tells how much float32 error this model and batch show.
 TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
   SKIP_WITHOUT_CUDA();
   const std::string name = GetParam();
-  auto make = [&] {
-    manual_seed(17);
-    return models::create(name);
-  };
-  auto cpu_model = make(), gpu_model = make();
-  gpu_model->to(kCuda);
   Generator gen(21);
   Tensor x = randn({8, 3, 32, 32}, {}, &gen);
   Tensor y = clamp(mul(sigmoid(randn({8}, {}, &gen)), 10.0).to(DType::Int64), 0.0, 9.0);
-  Tensor cpu_out = cpu_model->forward(x);
-  cross_entropy(cpu_out, y).backward();
-  Tensor gpu_out = gpu_model->forward(x.to(kCuda));
-  ASSERT_EQ(gpu_out.device(), kCuda);
-  cross_entropy(gpu_out, y.to(kCuda)).backward();
-  const double tol = 1e-3;
-  EXPECT_LE(scaled_error(gpu_out, cpu_out), tol) << name << " output";
-  auto cpu_params = cpu_model->parameters(), gpu_params = gpu_model->parameters();
-  ASSERT_EQ(cpu_params.size(), gpu_params.size());
-  for (size_t i = 0; i < cpu_params.size(); ++i) {
-    ASSERT_TRUE(gpu_params[i].grad().defined()) << name << " parameter " << i;
-    EXPECT_LE(scaled_error(gpu_params[i].grad(), cpu_params[i].grad()), tol)
-        << name << " gradient of parameter " << i << " " << shape_str(cpu_params[i].shape());
-  }
+  struct Run {
+    Tensor out;
+    std::vector<Tensor> grads;
+  };
+  auto run = [&](Device device, DType dt) {
+    manual_seed(17);
+    auto model = models::create(name);
+    model->to(dt);
+    model->to(device);
+    Run r;
+    r.out = model->forward(x.to(dt).to(device));
+    EXPECT_EQ(r.out.device(), device);
+    cross_entropy(r.out, y.to(device)).backward();
+    for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : Tensor());
+    return r;
+  };
+  Run ref = run(Device::cpu(), DType::Float64), cpu = run(Device::cpu(), DType::Float32);
+  Run gpu = run(kCuda, DType::Float32);
+  auto check = [&](const Tensor& g, const Tensor& c, const Tensor& r, const std::string& what) {
+    ASSERT_TRUE(g.defined()) << name << " " << what;
+    const double cpu_err = scaled_error(c, r), gpu_err = scaled_error(g, r);
+    EXPECT_LE(gpu_err, std::max(3 * cpu_err, 2e-4)) << name << " " << what << ": float32 CPU error " << cpu_err;
+  };
+  check(gpu.out, cpu.out, ref.out, "output");
+  ASSERT_EQ(gpu.grads.size(), ref.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i)
+    check(gpu.grads[i], cpu.grads[i], ref.grads[i], "gradient of parameter " + std::to_string(i));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaZoo, ::testing::Values("tutorial", "resnet18", "airbench"));
