@@ -23,6 +23,7 @@ struct TrainOptions {
   int64_t steps = 0;  // > 0: cap on training steps per epoch and eval batches
   int workers = 2;
   std::string data_dir;  // Fashion-MNIST's directory; empty: data::find_fashion_mnist_dir's order
+  std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
 };
 
 struct TrainResult {
