@@ -3,22 +3,10 @@
 // Selections move raw words; the adds are atomic (duplicate indices add
 // into one element). A bad index is recorded in c.bad, which the caller
 // reads back to raise the CPU's error.
-#include "cuda/loop.cuh"
+#include "cuda/launch.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  const int64_t cap = int64_t{multiprocessor_count()} * 32;
-  return static_cast<unsigned>(b < cap ? b : cap);
-}
-
-#define KILN_GRID_STRIDE(i, n)                                                            \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // index k wrapped into [0, D), or -1 (and recorded) when outside [-D, D).
 __device__ inline int64_t checked_index(int64_t k, int64_t D, int64_t* bad) {

@@ -2,12 +2,10 @@
 // float64 (as the CPU kernels combine them, src/ops/norm.cpp), split over a
 // grid of (channel, chunk) blocks so a few wide channels still fill the GPU,
 // then one pointwise pass with per-channel coefficients.
-#include "cuda/loop.cuh"
+#include "cuda/launch.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-constexpr int kThreads = 256;
 
 // Chunks per channel: about four blocks per SM over all channels, each
 // chunk at least a few thousand elements.
@@ -91,7 +89,7 @@ __global__ void apply_kernel(BatchNormCall c, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ch = (i / c.HW) % c.C;
-    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using A = Acc<T>;
     const A xv = convert<A>(x[i]);
     const A k1 = static_cast<A>(c.k1[ch]);
     A r;
@@ -101,16 +99,6 @@ __global__ void apply_kernel(BatchNormCall c, int64_t n) {
       r = xv * k1 + static_cast<A>(c.k3[ch]);
     }
     out[i] = convert<T>(r);
-  }
-}
-
-template <typename F>
-void visit_float(Scalar s, F&& f) {
-  switch (s) {
-    case Scalar::Float16: f.template operator()<__half>(); return;
-    case Scalar::BFloat16: f.template operator()<__nv_bfloat16>(); return;
-    case Scalar::Float64: f.template operator()<double>(); return;
-    default: f.template operator()<float>(); return;
   }
 }
 

@@ -268,20 +268,27 @@ void cat_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   }
 }
 
+// A call moving elements of src into dst (same dtype) by idx, with a bad-index flag.
+IndexCall index_call(const Tensor& src, const Tensor& dst, const Tensor& idx, const Tensor& bad) {
+  IndexCall c;
+  c.src = src.data_ptr();
+  c.dst = dst.data_ptr();
+  c.index = static_cast<const int64_t*>(idx.data_ptr());
+  c.bad = static_cast<int64_t*>(bad.data_ptr());
+  c.dtype = scalar_of(dst.dtype());
+  c.itemsize = static_cast<int>(dst.itemsize());
+  c.stream = stream_of(dst);
+  return c;
+}
+
 void index_select_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor x = in[0].contiguous(), idx = index_i64(in[1]);
   const int64_t d = x.dim() == 0 ? 0 : wrap_dim(a.i("dim"), x.dim(), "index_select");
   Tensor o = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), out[0].device());
   Tensor bad = flag_scratch(x);
-  IndexCall c;
+  IndexCall c = index_call(x, o, idx, bad);
   around(x.shape(), d, c);
   c.K = idx.numel();
-  c.src = x.data_ptr();
-  c.dst = o.data_ptr();
-  c.index = static_cast<const int64_t*>(idx.data_ptr());
-  c.bad = static_cast<int64_t*>(bad.data_ptr());
-  c.itemsize = static_cast<int>(x.itemsize());
-  c.stream = stream_of(x);
   launch_index_select(c);
   check_bad_index(bad, "index_select", d, c.D, x.shape());
   if (!o.shares_storage(out[0])) cast_into(o, out[0]);
@@ -300,15 +307,9 @@ void index_add_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor o = o_out.is_contiguous() ? o_out : Tensor::empty(o_out.shape(), o_out.dtype(), o_out.device());
   cast_into(in[0], o);
   Tensor bad = flag_scratch(o);
-  IndexCall c;
+  IndexCall c = index_call(src, o, idx, bad);
   around(o.shape(), d, c);
   c.K = idx.numel();
-  c.src = src.data_ptr();
-  c.dst = o.data_ptr();
-  c.index = static_cast<const int64_t*>(idx.data_ptr());
-  c.bad = static_cast<int64_t*>(bad.data_ptr());
-  c.dtype = scalar_of(o.dtype());
-  c.stream = stream_of(o);
   launch_index_add(c);
   check_bad_index(bad, "index_add", d, c.D, o.shape());
   if (!o.shares_storage(o_out)) cast_into(o, o_out);
@@ -335,14 +336,8 @@ void gather_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const int64_t d = x.dim() == 0 ? 0 : wrap_dim(a.i("dim"), x.dim(), "gather");
   Tensor o = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), out[0].device());
   Tensor bad = flag_scratch(o);
-  IndexCall c;
+  IndexCall c = index_call(x, o, idx, bad);
   index_walk(c, idx, x, d);
-  c.src = x.data_ptr();
-  c.dst = o.data_ptr();
-  c.index = static_cast<const int64_t*>(idx.data_ptr());
-  c.bad = static_cast<int64_t*>(bad.data_ptr());
-  c.itemsize = static_cast<int>(x.itemsize());
-  c.stream = stream_of(o);
   launch_gather(c);
   check_bad_index(bad, "gather", d, c.D, x.shape());
   if (!o.shares_storage(out[0])) cast_into(o, out[0]);
@@ -360,14 +355,8 @@ void scatter_add_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor o = o_out.is_contiguous() ? o_out : Tensor::empty(o_out.shape(), o_out.dtype(), o_out.device());
   cast_into(in[0], o);
   Tensor bad = flag_scratch(o);
-  IndexCall c;
+  IndexCall c = index_call(src, o, idx, bad);
   index_walk(c, idx, o, d);
-  c.src = src.data_ptr();
-  c.dst = o.data_ptr();
-  c.index = static_cast<const int64_t*>(idx.data_ptr());
-  c.bad = static_cast<int64_t*>(bad.data_ptr());
-  c.dtype = scalar_of(o.dtype());
-  c.stream = stream_of(o);
   launch_scatter_add(c);
   check_bad_index(bad, "scatter_add", d, c.D, o.shape());
   if (!o.shares_storage(o_out)) cast_into(o, o_out);

@@ -3,28 +3,13 @@
 // NaN, and the backward ops scatter with atomic adds.
 #include <cmath>
 
-#include "cuda/loop.cuh"
+#include "cuda/launch.cuh"
 
 namespace kiln::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  const int64_t cap = int64_t{multiprocessor_count()} * 32;
-  return static_cast<unsigned>(b < cap ? b : cap);
-}
-
 __device__ inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 __device__ inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-
-template <typename T>
-using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-#define KILN_GRID_STRIDE(i, n)                                                                            \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                 \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <typename T>
 __global__ void max_pool_kernel(PoolCall c, int64_t n) {
@@ -116,47 +101,39 @@ __global__ void avg_pool_backward_kernel(PoolCall c, int64_t n) {
   }
 }
 
-// Calls f.template operator()<T>() for the storage type of a float dtype.
-template <typename F>
-void visit_float(Scalar s, F&& f) {
-  switch (s) {
-    case Scalar::Float16: f.template operator()<__half>(); return;
-    case Scalar::BFloat16: f.template operator()<__nv_bfloat16>(); return;
-    case Scalar::Float64: f.template operator()<double>(); return;
-    default: f.template operator()<float>(); return;
-  }
+// Runs launch.template operator()<T>(n) over the call's n outputs, T the storage type.
+template <typename Launch>
+void over_outputs(const PoolCall& c, const char* what, Launch&& launch) {
+  const int64_t n = c.planes * c.OH * c.OW;
+  if (n == 0) return;
+  visit_float(c.dtype, [&]<typename T>() { launch.template operator()<T>(n); });
+  KILN_CUDA_CHECK_LAUNCH(what);
 }
 
 }  // namespace
 
 void launch_max_pool(const PoolCall& c) {
-  const int64_t n = c.planes * c.OH * c.OW;
-  if (n == 0) return;
-  visit_float(c.dtype, [&]<typename T>() { max_pool_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n); });
-  KILN_CUDA_CHECK_LAUNCH("max_pool2d");
+  over_outputs(c, "max_pool2d", [&]<typename T>(int64_t n) {
+    max_pool_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n);
+  });
 }
 
 void launch_max_pool_backward(const PoolCall& c) {
-  const int64_t n = c.planes * c.OH * c.OW;
-  if (n == 0) return;
-  visit_float(c.dtype,
-              [&]<typename T>() { max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n); });
-  KILN_CUDA_CHECK_LAUNCH("max_pool2d_backward");
+  over_outputs(c, "max_pool2d_backward", [&]<typename T>(int64_t n) {
+    max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n);
+  });
 }
 
 void launch_avg_pool(const PoolCall& c) {
-  const int64_t n = c.planes * c.OH * c.OW;
-  if (n == 0) return;
-  visit_float(c.dtype, [&]<typename T>() { avg_pool_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n); });
-  KILN_CUDA_CHECK_LAUNCH("avg_pool2d");
+  over_outputs(c, "avg_pool2d", [&]<typename T>(int64_t n) {
+    avg_pool_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n);
+  });
 }
 
 void launch_avg_pool_backward(const PoolCall& c) {
-  const int64_t n = c.planes * c.OH * c.OW;
-  if (n == 0) return;
-  visit_float(c.dtype,
-              [&]<typename T>() { avg_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n); });
-  KILN_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
+  over_outputs(c, "avg_pool2d_backward", [&]<typename T>(int64_t n) {
+    avg_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(c, n);
+  });
 }
 
 }  // namespace kiln::cuda

@@ -2,23 +2,11 @@
 // words the CPU kernels (src/ops/factory.cpp) draw for the same elements,
 // with the same conversions (ops/philox.h), so a seed gives the same
 // tensor on either device (normals up to the last bits of log/sin/cos).
-#include "cuda/loop.cuh"
+#include "cuda/launch.cuh"
 #include "ops/philox.h"
 
 namespace kiln::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  const int64_t cap = int64_t{multiprocessor_count()} * 32;
-  return static_cast<unsigned>(b < cap ? b : cap);
-}
-
-#define KILN_GRID_STRIDE(i, n)                                                            \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // Per is elements per counter: 4 (one word each) or 2 (two words each).
 template <typename T, int Per>

@@ -112,6 +112,9 @@ void nn_cases(std::vector<OpCase>& c) {
   conv("conv2d_groups_dilated", {{1, 4, 11, 11}, {6, 2, 3, 3}}, conv_params({1, 1}, {2, 2}, {2, 2}, 2));
   conv("conv2d_1x1", {{4, 16, 5, 5}, {8, 16, 1, 1}}, conv_params({1, 1}, {0, 0}));
   conv("conv2d_wide", {{8, 64, 16, 16}, {64, 64, 3, 3}}, conv_params({1, 1}, {1, 1}));
+  // ResNet-18's last stage (4x4 planes, 512 channels) and its strided 1x1 shortcut
+  conv("conv2d_resnet_layer4", {{8, 512, 4, 4}, {512, 512, 3, 3}}, conv_params({1, 1}, {1, 1}));
+  conv("conv2d_1x1_stride2", {{8, 128, 8, 8}, {256, 128, 1, 1}}, conv_params({2, 2}, {0, 0}));
   c.push_back({"conv2d_float64", {{2, 3, 7, 7}, {4, 3, 3, 3}},
                [](const Tensors& x) { return conv2d(x[0], x[1], Tensor(), conv_params({1, 1}, {1, 1})); },
                DType::Float64});
@@ -714,25 +717,22 @@ TEST(CudaDevice, MlpTrainingMatchesCpu) {
   }
 }
 
-// max |got - want| relative to want's largest magnitude (at least 1).
+// max |got - want| relative to want's largest magnitude.
 double scaled_error(const Tensor& got, const Tensor& want) {
   Tensor g = got.to(Device::cpu()).to(DType::Float64), w = want.to(Device::cpu()).to(DType::Float64);
-  const double err = amax(abs(sub(g, w))).item();
-  return err / std::max(1.0, amax(abs(w)).item());
+  const double err = amax(abs(sub(g, w))).item(), scale = amax(abs(w)).item();
+  return scale > 0 ? err / scale : err;
 }
 
 class CudaZoo : public ::testing::TestWithParam<std::string> {};
 
 // Each zoo model in training mode (batch norm on batch statistics), one
-// forward and backward: its output and every parameter's gradient on CUDA
-// in float32 are as close to a float64 CPU run as the float32 CPU run is
-// (within 3x its error, or 2e-4 of the largest magnitude). A deep network
-// amplifies rounding (a ReLU input near 0 lands on either side), so a fixed
-// bound would either fail ResNet-18 or say little about the tutorial CNN;
-// the float64 run tells how much float32 error this model and batch show.
-TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
-  SKIP_WITHOUT_CUDA();
-  const std::string name = GetParam();
+// forward and backward in `dt`: its output and every parameter's gradient on
+// CUDA are as close to a float64 CPU run as the same run on the CPU is
+// (within 3x its error) or within `tol` of the tensor's largest magnitude,
+// the dtype's tolerance. A deep network amplifies rounding (a ReLU input
+// near 0 lands on either side), which the float64 run measures per tensor.
+void expect_zoo_model_matches_cpu(const std::string& name, DType dt, double tol) {
   Generator gen(21);
   Tensor x = randn({8, 3, 32, 32}, {}, &gen);
   Tensor y = clamp(mul(sigmoid(randn({8}, {}, &gen)), 10.0).to(DType::Int64), 0.0, 9.0);
@@ -740,29 +740,42 @@ TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
     Tensor out;
     std::vector<Tensor> grads;
   };
-  auto run = [&](Device device, DType dt) {
+  auto run = [&](Device device, DType t) {
     manual_seed(17);
     auto model = models::create(name);
-    model->to(dt);
+    model->to(t);
     model->to(device);
     Run r;
-    r.out = model->forward(x.to(dt).to(device));
+    r.out = model->forward(x.to(t).to(device));
     EXPECT_EQ(r.out.device(), device);
     cross_entropy(r.out, y.to(device)).backward();
     for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : Tensor());
     return r;
   };
-  Run ref = run(Device::cpu(), DType::Float64), cpu = run(Device::cpu(), DType::Float32);
-  Run gpu = run(kCuda, DType::Float32);
+  Run ref = run(Device::cpu(), DType::Float64), cpu = run(Device::cpu(), dt), gpu = run(kCuda, dt);
   auto check = [&](const Tensor& g, const Tensor& c, const Tensor& r, const std::string& what) {
     ASSERT_TRUE(g.defined()) << name << " " << what;
     const double cpu_err = scaled_error(c, r), gpu_err = scaled_error(g, r);
-    EXPECT_LE(gpu_err, std::max(3 * cpu_err, 2e-4)) << name << " " << what << ": float32 CPU error " << cpu_err;
+    EXPECT_LE(gpu_err, std::max(3 * cpu_err, tol))
+        << name << " " << dtype_name(dt) << " " << what << " " << shape_str(r.shape()) << ": CPU error " << cpu_err
+        << ", largest magnitude " << amax(abs(r)).item();
   };
   check(gpu.out, cpu.out, ref.out, "output");
   ASSERT_EQ(gpu.grads.size(), ref.grads.size());
   for (size_t i = 0; i < ref.grads.size(); ++i)
     check(gpu.grads[i], cpu.grads[i], ref.grads[i], "gradient of parameter " + std::to_string(i));
+}
+
+TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  expect_zoo_model_matches_cpu(GetParam(), DType::Float32, 1e-3);
+}
+
+// bfloat16 weights and activations (each op computes in float32 and rounds
+// its output, on both devices): 8 bits of mantissa, so a 5e-2 tolerance.
+TEST_P(CudaZoo, ForwardAndGradientsMatchCpuInBFloat16) {
+  SKIP_WITHOUT_CUDA();
+  expect_zoo_model_matches_cpu(GetParam(), DType::BFloat16, 5e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaZoo, ::testing::Values("tutorial", "resnet18", "airbench"));
