@@ -250,6 +250,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                 static_cast<long long>(o.epochs), device.is_cpu() ? "" : (", on " + device.str()).c_str());
 
   TrainResult result;
+  cuda::AllocatorStats after_first_epoch;  // CUDA: steady state is every epoch after the first
   double train_time = 0, eval_time_img = 0;
   int64_t train_images = 0;
   auto wall0 = Clock::now();
@@ -295,6 +296,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                   static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), mean_loss, 100 * ev.acc, ips,
                   ev.img_per_s, secs);
     std::fflush(stdout);
+    if (device.is_cuda() && epoch == first_epoch) after_first_epoch = cuda::allocator_stats(device.index);
     if (!o.save.empty()) {
       nn::TensorDict ck = prefixed(model->state_dict(), "model.");
       for (auto& kv : prefixed(opt->state_dict(), "optim.")) ck.push_back(kv);
@@ -304,6 +306,16 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     }
   }
   result.wall_s = seconds_since(wall0);
+  if (device.is_cuda() && !o.json) {
+    cuda::AllocatorStats st = cuda::allocator_stats(device.index);
+    std::printf("cuda allocator: %llu cudaMalloc / %llu cudaFree calls (%llu / %llu after the first epoch), "
+                "%llu of %llu allocations served from the cache, peak %.1f MiB, %.1f MiB reserved\n",
+                static_cast<unsigned long long>(st.num_cuda_mallocs), static_cast<unsigned long long>(st.num_cuda_frees),
+                static_cast<unsigned long long>(st.num_cuda_mallocs - after_first_epoch.num_cuda_mallocs),
+                static_cast<unsigned long long>(st.num_cuda_frees - after_first_epoch.num_cuda_frees),
+                static_cast<unsigned long long>(st.cache_hits), static_cast<unsigned long long>(st.num_allocs),
+                static_cast<double>(st.peak_allocated_bytes) / (1 << 20), static_cast<double>(st.reserved_bytes) / (1 << 20));
+  }
   result.train_img_per_s = train_time > 0 ? static_cast<double>(train_images) / train_time : 0;
   result.eval_img_per_s = eval_time_img;
   return result;

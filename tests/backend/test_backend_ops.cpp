@@ -661,6 +661,35 @@ TEST(CudaDevice, SteadyStateMakesNoCudaMalloc) {
   EXPECT_GE(after.peak_allocated_bytes, after.allocated_bytes);
 }
 
+// Training a CNN (cuDNN workspaces, batch norm scratch, index and flag
+// scratch all come from the caching allocator): after two warm-up steps, no
+// cudaMalloc or cudaFree.
+TEST(CudaDevice, CnnTrainingSteadyStateMakesNoCudaMalloc) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(5);
+  auto model = models::create("airbench", 0.25);
+  model->to(kCuda);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+  Generator gen(6);
+  Tensor x = randn({32, 3, 32, 32}, {}, &gen).to(kCuda);
+  Tensor y = clamp(mul(sigmoid(randn({32}, {}, &gen)), 10.0).to(DType::Int64), 0.0, 9.0).to(kCuda);
+  auto step = [&] {
+    opt.zero_grad();
+    cross_entropy(model->forward(x), y, 0.2).backward();
+    opt.step();
+  };
+  step();
+  step();
+  cuda::synchronize();
+  cuda::AllocatorStats before = cuda::allocator_stats();
+  for (int i = 0; i < 5; ++i) step();
+  cuda::synchronize();
+  cuda::AllocatorStats after = cuda::allocator_stats();
+  EXPECT_EQ(after.num_cuda_mallocs, before.num_cuda_mallocs);
+  EXPECT_EQ(after.num_cuda_frees, before.num_cuda_frees);
+  EXPECT_GT(after.num_allocs, before.num_allocs);
+}
+
 TEST(CudaDevice, AllocatorSplitsAndMergesBlocks) {
   SKIP_WITHOUT_CUDA();
   cuda::empty_cache();
