@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -791,6 +792,10 @@ void expect_zoo_model_matches_cpu(const std::string& name, DType dt, double tol)
         << ", largest magnitude " << amax(abs(r)).item();
   };
   check(gpu.out, cpu.out, ref.out, "output");
+  // The output's errors, printed: a forward error well above the CPU's would
+  // explain gradients amplifying it (the log of a device run keeps them).
+  std::cout << name << " " << dtype_name(dt) << " output error against float64: CPU " << scaled_error(cpu.out, ref.out)
+            << ", CUDA " << scaled_error(gpu.out, ref.out) << "\n";
   ASSERT_EQ(gpu.grads.size(), ref.grads.size());
   for (size_t i = 0; i < ref.grads.size(); ++i)
     check(gpu.grads[i], cpu.grads[i], ref.grads[i], "gradient of parameter " + std::to_string(i));
