@@ -759,51 +759,57 @@ class CudaZoo : public ::testing::TestWithParam<std::string> {};
 
 // Each zoo model in training mode (batch norm on batch statistics), one
 // forward and backward in `dt`: its output and every parameter's gradient on
-// CUDA are as close to a float64 CPU run as the same run on the CPU is
-// (within 3x its error) or within `tol` of the tensor's largest magnitude,
-// the dtype's tolerance. A deep network amplifies rounding (a ReLU input
-// near 0 lands on either side), which the float64 run measures per tensor.
-void expect_zoo_model_matches_cpu(const std::string& name, DType dt, double tol) {
+// CUDA are within `tol` of a float64 CPU run (relative to each tensor's
+// largest magnitude), or as close as the network's own conditioning allows:
+// within 3x the error of the same run on the CPU, or of a CPU run whose input
+// is perturbed by `perturbation` (a rounding-sized change; batch norm over
+// small batches amplifies such changes in the gradients a thousandfold, in
+// the CPU's own float32 run too). The float64 variant (no perturbation)
+// checks the kernels tightly.
+void expect_zoo_model_matches_cpu(const std::string& name, DType dt, double tol, double perturbation) {
   Generator gen(21);
   Tensor x = randn({8, 3, 32, 32}, {}, &gen);
   Tensor y = clamp(mul(sigmoid(randn({8}, {}, &gen)), 10.0).to(DType::Int64), 0.0, 9.0);
+  Tensor x_perturbed = mul(x, add(mul(randn({8, 3, 32, 32}, {}, &gen), perturbation), 1.0));
   struct Run {
     Tensor out;
     std::vector<Tensor> grads;
   };
-  auto run = [&](Device device, DType t) {
+  auto run = [&](Device device, DType t, const Tensor& input) {
     manual_seed(17);
     auto model = models::create(name);
     model->to(t);
     model->to(device);
     Run r;
-    r.out = model->forward(x.to(t).to(device));
+    r.out = model->forward(input.to(t).to(device));
     EXPECT_EQ(r.out.device(), device);
     cross_entropy(r.out, y.to(device)).backward();
     for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : Tensor());
     return r;
   };
-  Run ref = run(Device::cpu(), DType::Float64), cpu = run(Device::cpu(), dt), gpu = run(kCuda, dt);
-  auto check = [&](const Tensor& g, const Tensor& c, const Tensor& r, const std::string& what) {
+  Run ref = run(Device::cpu(), DType::Float64, x), cpu = run(Device::cpu(), dt, x);
+  Run pert = perturbation > 0 ? run(Device::cpu(), dt, x_perturbed) : cpu, gpu = run(kCuda, dt, x);
+  auto check = [&](const Tensor& g, const Tensor& c, const Tensor& p, const Tensor& r, const std::string& what) {
     ASSERT_TRUE(g.defined()) << name << " " << what;
-    const double cpu_err = scaled_error(c, r), gpu_err = scaled_error(g, r);
-    EXPECT_LE(gpu_err, std::max(3 * cpu_err, tol))
+    const double cpu_err = scaled_error(c, r), pert_err = scaled_error(p, r), gpu_err = scaled_error(g, r);
+    EXPECT_LE(gpu_err, std::max({3 * cpu_err, 3 * pert_err, tol}))
         << name << " " << dtype_name(dt) << " " << what << " " << shape_str(r.shape()) << ": CPU error " << cpu_err
-        << ", largest magnitude " << amax(abs(r)).item();
+        << ", perturbed CPU error " << pert_err << ", largest magnitude " << amax(abs(r)).item();
   };
-  check(gpu.out, cpu.out, ref.out, "output");
+  check(gpu.out, cpu.out, pert.out, ref.out, "output");
   // The output's errors, printed: a forward error well above the CPU's would
   // explain gradients amplifying it (the log of a device run keeps them).
   std::cout << name << " " << dtype_name(dt) << " output error against float64: CPU " << scaled_error(cpu.out, ref.out)
-            << ", CUDA " << scaled_error(gpu.out, ref.out) << "\n";
+            << ", perturbed CPU " << scaled_error(pert.out, ref.out) << ", CUDA " << scaled_error(gpu.out, ref.out)
+            << "\n";
   ASSERT_EQ(gpu.grads.size(), ref.grads.size());
   for (size_t i = 0; i < ref.grads.size(); ++i)
-    check(gpu.grads[i], cpu.grads[i], ref.grads[i], "gradient of parameter " + std::to_string(i));
+    check(gpu.grads[i], cpu.grads[i], pert.grads[i], ref.grads[i], "gradient of parameter " + std::to_string(i));
 }
 
 TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
   SKIP_WITHOUT_CUDA();
-  expect_zoo_model_matches_cpu(GetParam(), DType::Float32, 1e-3);
+  expect_zoo_model_matches_cpu(GetParam(), DType::Float32, 1e-3, 1e-5);
 }
 
 // float64 on both devices (cuDNN's double convolutions, the float64 paths of
@@ -811,14 +817,14 @@ TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
 // bug shows here even where float32 noise would hide it.
 TEST_P(CudaZoo, ForwardAndGradientsMatchCpuInFloat64) {
   SKIP_WITHOUT_CUDA();
-  expect_zoo_model_matches_cpu(GetParam(), DType::Float64, 1e-9);
+  expect_zoo_model_matches_cpu(GetParam(), DType::Float64, 1e-9, 0.0);
 }
 
 // bfloat16 weights and activations (each op computes in float32 and rounds
 // its output, on both devices): 8 bits of mantissa, so a 5e-2 tolerance.
 TEST_P(CudaZoo, ForwardAndGradientsMatchCpuInBFloat16) {
   SKIP_WITHOUT_CUDA();
-  expect_zoo_model_matches_cpu(GetParam(), DType::BFloat16, 5e-2);
+  expect_zoo_model_matches_cpu(GetParam(), DType::BFloat16, 5e-2, 4e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaZoo, ::testing::Values("tutorial", "resnet18", "airbench"));

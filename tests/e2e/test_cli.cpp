@@ -356,7 +356,7 @@ TEST(CliBench, OpsJsonLineHasCaseAndMilliseconds) {
 TEST(CliDevice, CudaWithoutAGpuIsAClearError) {
   if (kiln::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
   fs::path dir = scratch_dir();
-  for (const std::string args : {"train " + kFmnist + " --steps 1 --device cuda",
+  for (const std::string& args : {"train " + kFmnist + " --steps 1 --device cuda",
                                  std::string("bench ops --cases matmul_1024 --reps 1 --device cuda")}) {
     Outcome r = run_kiln(args, dir);
     EXPECT_EQ(r.rc, 1) << "kiln " << args << "\n" << show(r);
