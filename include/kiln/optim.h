@@ -55,7 +55,11 @@ class SGD : public Optimizer {
   SGDOptions options;
 
  private:
+  void zero_missing_buffers();
   std::vector<Tensor> momentum_buffers_;
+  // Whether a parameter's buffer holds a step's momentum (a buffer made as
+  // zeros in advance does not yet; state_dict leaves it out, as torch does).
+  std::vector<bool> buffer_used_;
 };
 
 //   optim::AdamW opt(params, optim::AdamWOptions(3e-4).betas(0.9, 0.95).weight_decay(0.1));
@@ -79,6 +83,7 @@ class AdamW : public Optimizer {
   AdamWOptions options;
 
  private:
+  void zero_missing_state();
   int64_t step_ = 0;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   // Steps taken by each parameter (torch keeps one per parameter: a parameter

@@ -18,6 +18,19 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o) : Optimizer(std:
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());
   param_steps_.assign(params_.size(), 0);
+  zero_missing_state();
+}
+
+// The moments start as zeros, made here rather than in the first step (torch
+// makes them lazily, with the same values): every step then runs the same
+// ops, so a compiled train step is one graph from the first call on.
+void AdamW::zero_missing_state() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (exp_avg_[i].defined()) continue;
+    exp_avg_[i] = zeros_like(params_[i]);
+    exp_avg_sq_[i] = zeros_like(params_[i]);
+  }
 }
 
 void AdamW::step() {
@@ -31,10 +44,6 @@ void AdamW::step() {
     if (!g.defined()) continue;
     Tensor& m = exp_avg_[i];
     Tensor& v = exp_avg_sq_[i];
-    if (!m.defined()) {
-      m = zeros_like(p);
-      v = zeros_like(p);
-    }
     const int64_t t = ++param_steps_[i];
     if (options.weight_decay() != 0) mul_(p, 1.0 - lr * options.weight_decay());
     lerp_(m, g, 1.0 - b1);
@@ -58,7 +67,7 @@ nn::TensorDict AdamW::state_dict() const {
   d.emplace_back("weight_decay", detail::scalar_state(options.weight_decay()));
   d.emplace_back("step", detail::int_state(step_));
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!exp_avg_[i].defined()) continue;
+    if (param_steps_[i] == 0) continue;  // zeros not yet used: torch has no state for it
     std::string s = std::to_string(i);
     d.emplace_back("step." + s, detail::int_state(param_steps_[i]));
     d.emplace_back("exp_avg." + s, exp_avg_[i]);
@@ -104,6 +113,7 @@ void AdamW::load_state_dict(const nn::TensorDict& state) {
   for (auto& [i, t] : s.buffers["exp_avg"]) exp_avg_[i] = t;
   for (auto& [i, t] : s.buffers["exp_avg_sq"]) exp_avg_sq_[i] = t;
   for (auto& [i, n] : s.counters["step"]) param_steps_[i] = n;
+  zero_missing_state();
 }
 
 }  // namespace kiln::optim

@@ -16,6 +16,19 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
              "SGD: nesterov momentum needs momentum > 0 and dampening = 0 (got momentum ", o.momentum(),
              ", dampening ", o.dampening(), ")");
   momentum_buffers_.resize(params_.size());
+  buffer_used_.assign(params_.size(), false);
+  zero_missing_buffers();
+}
+
+// Without dampening, torch's first step (b = d) is the general update from a
+// zero buffer (b = momentum * 0 + d), bit for bit; so the buffers start as
+// zeros here and every step runs the same ops: a compiled train step is one
+// graph from the first call on. With dampening they start in the first step.
+void SGD::zero_missing_buffers() {
+  if (options.momentum() == 0 || options.dampening() != 0) return;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!momentum_buffers_[i].defined()) momentum_buffers_[i] = zeros_like(params_[i]);
 }
 
 void SGD::step() {
@@ -40,6 +53,7 @@ void SGD::step() {
       add_(b, g, 1.0 - damp);
       if (wd != 0) add_(b, p, wd * (1.0 - damp));
     }
+    buffer_used_[i] = true;
     if (options.nesterov()) {
       // p -= lr * (g + wd*p + m*b)
       if (wd != 0) mul_(p, 1.0 - lr * wd);
@@ -59,7 +73,7 @@ nn::TensorDict SGD::state_dict() const {
   d.emplace_back("weight_decay", detail::scalar_state(options.weight_decay()));
   d.emplace_back("nesterov", detail::scalar_state(options.nesterov() ? 1.0 : 0.0));
   for (size_t i = 0; i < momentum_buffers_.size(); ++i)
-    if (momentum_buffers_[i].defined()) d.emplace_back("momentum_buffer." + std::to_string(i), momentum_buffers_[i]);
+    if (momentum_buffers_[i].defined() && buffer_used_[i]) d.emplace_back("momentum_buffer." + std::to_string(i), momentum_buffers_[i]);
   return d;
 }
 
@@ -79,7 +93,12 @@ void SGD::load_state_dict(const nn::TensorDict& state) {
   options = o;
   lr_ = o.lr();
   momentum_buffers_.assign(params_.size(), Tensor());
-  for (auto& [i, t] : s.buffers["momentum_buffer"]) momentum_buffers_[i] = t;
+  buffer_used_.assign(params_.size(), false);
+  for (auto& [i, t] : s.buffers["momentum_buffer"]) {
+    momentum_buffers_[i] = t;
+    buffer_used_[i] = true;
+  }
+  zero_missing_buffers();
 }
 
 }  // namespace kiln::optim
