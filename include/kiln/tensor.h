@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -89,9 +90,12 @@ class Tensor {
   template <typename T>
   T* data() const;
   // The single value of a one-element tensor, converted to double/T.
-  double item() const;
+  // `where` names the caller in a graph-break report under capture.
+  double item(const std::source_location& where = std::source_location::current()) const;
   template <typename T>
-  T item() const { return static_cast<T>(item()); }
+  T item(const std::source_location& where = std::source_location::current()) const {
+    return static_cast<T>(item(where));
+  }
   // All elements, in row-major order, converted to T (any device).
   template <typename T>
   std::vector<T> to_vector() const;
@@ -216,7 +220,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // Called when code reads the data of a meta tensor: capture installs one that
 // runs the graph so far and fills the tensor (a graph break); without one the
 // read is a kiln::Error. Thread-local; returns the previous hook.
-using MetaDataAccessHook = void (*)(const Tensor& t, const char* what);
+using MetaDataAccessHook = void (*)(const Tensor& t, const char* what, const std::source_location& where);
 MetaDataAccessHook set_meta_data_access_hook(MetaDataAccessHook hook);
 
 // Scope that turns off autograd recording (like torch.no_grad()).

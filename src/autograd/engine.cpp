@@ -134,7 +134,18 @@ Tensors AccumulateGrad::apply(TensorSpan grad_outputs) {
   return {};
 }
 
+namespace {
+thread_local BackwardHook t_backward_hook = nullptr;
+}
+
+BackwardHook set_backward_hook(BackwardHook hook) {
+  BackwardHook prev = t_backward_hook;
+  t_backward_hook = hook;
+  return prev;
+}
+
 void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph) {
+  if (t_backward_hook != nullptr && t_backward_hook(roots, grads, retain_graph)) return;
   ProfileRange range("backward");
   NoGradGuard no_grad;  // derivatives are plain op calls; no higher-order graph yet
   // Dependencies: how many edges from reachable nodes point at each node.

@@ -76,6 +76,12 @@ Edge gradient_edge(const Tensor& t);
 // Runs the backward pass from `roots` with `grads` (same count).
 void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph);
 
+// Capture derives a backward pass as graph nodes instead of running the
+// tape: a hook that returns true has handled the call. Thread-local;
+// returns the previous hook.
+using BackwardHook = bool (*)(const Tensors& roots, const Tensors& grads, bool retain_graph);
+BackwardHook set_backward_hook(BackwardHook hook);
+
 // Records a node for an op call whose inputs need gradients (called by dispatch).
 void record(OpId id, const Attrs& attrs, TensorSpan inputs, Tensors& outputs);
 

@@ -263,6 +263,15 @@ ExcludeModesGuard::~ExcludeModesGuard() {
   t_modes.excluded = prev_excluded_;
 }
 
+HideModeGuard::HideModeGuard(const DispatchMode& mode) : prev_visible_(t_modes.visible) {
+  int level = 0;
+  while (level < static_cast<int>(t_modes.stack.size()) && t_modes.stack[level] != &mode) ++level;
+  KILN_ASSERT(level < static_cast<int>(t_modes.stack.size()), "HideModeGuard: mode '", mode.mode_name(),
+              "' is not on the stack");
+  t_modes.visible = std::min(t_modes.visible, level);
+}
+HideModeGuard::~HideModeGuard() { t_modes.visible = prev_visible_; }
+
 bool any_meta(TensorSpan inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && t.impl()->storage->is_meta()) return true;

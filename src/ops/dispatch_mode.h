@@ -67,6 +67,20 @@ class ExcludeModesGuard {
   bool prev_excluded_;
 };
 
+// Hides `mode` and every mode above it for the scope, as if the scope ran
+// inside mode's handler: how a mode runs work of its own (capture runs a
+// graph at a graph break) outside handle().
+class HideModeGuard {
+ public:
+  explicit HideModeGuard(const DispatchMode& mode);
+  ~HideModeGuard();
+  HideModeGuard(const HideModeGuard&) = delete;
+  HideModeGuard& operator=(const HideModeGuard&) = delete;
+
+ private:
+  int prev_visible_;
+};
+
 // The modes pushed on this thread, bottom first (for tests and explain).
 std::vector<const DispatchMode*> active_modes();
 // True inside a kernel, view function or shape rule (ExcludeModesGuard).

@@ -1,0 +1,60 @@
+// What a compiled function keeps between calls: its recorded variants, each
+// a list of segments (graphs split at graph breaks) with the op calls replay
+// checks against. Variants that took different branches after a break share
+// the segments before it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/graph.h"
+#include "compiler/graph/interpreter.h"
+#include "kiln/compile.h"
+
+namespace kiln::compiler {
+
+// Where an op call's input came from.
+struct Binding {
+  enum Kind : uint8_t { None, Value, External };
+  Kind kind = None;
+  int32_t index = -1;  // Value: a ValueId of this segment; External: a position in Graph::inputs
+  bool operator==(const Binding&) const = default;
+};
+
+// One recorded op call, as replay checks it.
+struct RecordedCall {
+  OpId op{};
+  Attrs attrs;                               // as recorded (free attributes included)
+  std::vector<std::string_view> free_attrs;  // read from each call: step attributes, symbolic shapes
+  std::vector<Binding> inputs;
+  std::vector<ValueId> outputs;
+  bool same_call(const RecordedCall& o) const;
+};
+
+struct Segment {
+  Graph graph;       // as captured: what replay checks against
+  Graph executable;  // after functionalization and the passes: what runs
+  std::vector<RecordedCall> calls;
+  bool has_backward = false;  // a backward pass was captured into this graph
+  bool ends_in_break = false;
+  // The read that broke the graph: what (item(), printing, data_ptr()), the
+  // op whose result was read, and the user's source location.
+  std::string break_what, break_op, break_where;
+  std::unique_ptr<Interpreter> interpreter;  // built on first run, rebuilt when outputs change
+};
+
+struct Variant {
+  uint64_t key = 0;
+  bool complete = false;  // a call ran it to the end
+  std::vector<std::shared_ptr<Segment>> segments;
+};
+
+class CompiledState {
+ public:
+  explicit CompiledState(const CompileOptions& o) : options(o) {}
+  CompileOptions options;
+  std::vector<std::unique_ptr<Variant>> variants;
+  CompileStats stats;
+};
+
+}  // namespace kiln::compiler
