@@ -139,7 +139,15 @@ ScalarExpr pointwise_expr(OpId id, const Attrs& attrs, int num_inputs) {
   using E = ScalarExpr;
   std::vector<E> in;
   for (int i = 0; i < num_inputs; ++i) in.push_back(E::input(i));
-  auto attr = [&](const char* name) { return E(attrs.f(name)); };
+  // A step attribute (OpDef::step_attrs: an optimizer's alpha, a fill value)
+  // is an input after the tensors, so a new value never changes the
+  // expression; any other attribute is a constant.
+  const auto& step = op_def(id).step_attrs;
+  auto attr = [&](const char* name) {
+    for (size_t k = 0; k < step.size(); ++k)
+      if (step[k] == name) return E::input(num_inputs + static_cast<int>(k));
+    return E(attrs.f(name));
+  };
   const double inf = std::numeric_limits<double>::infinity();
   // exp, log, sqrt, tanh, erf and pow are elementary functions: called
   // unqualified, they resolve to ScalarExpr's overloads.

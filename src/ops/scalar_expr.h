@@ -93,9 +93,11 @@ struct is_floating<ScalarExpr> : std::true_type {};
 }  // namespace scalar
 
 // The expression of a Pointwise op, or of an Inplace op's update (input 0 is
-// self), over inputs 0..num_inputs-1; attributes (gelu's approximate,
-// clamp's bounds, add_'s alpha...) become constants. kiln::Error for another
-// kind of op or a wrong input count.
+// self), over the tensor inputs 0..num_inputs-1. The op's step attributes
+// (OpDef::step_attrs: add_'s alpha, lerp_'s weight...) are inputs too,
+// num_inputs + k for step_attrs[k], so a new value is a new input, not a new
+// expression; other attributes (gelu's approximate, clamp's bounds) become
+// constants. kiln::Error for another kind of op or a wrong input count.
 ScalarExpr pointwise_expr(OpId id, const Attrs& attrs, int num_inputs);
 
 // C (C++ and CUDA) source of the expression, input i named names[i];

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "ops/dispatch_mode.h"
+#include "ops/meta_mode.h"
 #include "ops/op_def.h"
 #include "testing/compare.h"
 
@@ -372,6 +373,31 @@ TEST(Decompositions, TableEveryListedOpDecomposesIntoPrimitivesOnly) {
     EXPECT_FALSE(rec.seen.empty());
     EXPECT_EQ(rec.seen.count(id), 0u) << "a decomposition calls its own op";
     for (OpId seen : rec.seen) EXPECT_TRUE(is_primitive(seen)) << op_name(id) << " calls " << op_name(seen);
+  }
+}
+
+// Capture traces decompositions on meta tensors: they must run without
+// memory and give the op's own output shapes and dtypes.
+TEST(Decompositions, RunOnMetaTensorsWithTheOpsOutputTypes) {
+  for (OpId id : kDecomposed) {
+    SCOPED_TRACE(op_name(id));
+    auto [real, attrs] = sample_call(id);
+    Tensors inputs;
+    for (const Tensor& t : real)
+      inputs.push_back(t.defined() && t.dim() > 0 ? Tensor::meta(t.shape(), t.dtype(), t.device()) : t);
+    Tensors want = meta_outputs(id, inputs, attrs);
+    Tensors got;
+    {
+      MetaMode meta;
+      ModeGuard guard(meta);
+      got = run_decomposition(id, inputs, attrs);
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(got[i].is_meta()) << "output " << i;
+      EXPECT_EQ(got[i].shape(), want[i].shape()) << "output " << i;
+      EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "output " << i;
+    }
   }
 }
 

@@ -139,6 +139,7 @@ TEST(ScalarExpr, EveryPointwiseOpMatchesItsEagerKernel) {
         for (size_t k = 0; k < want.size(); ++k) {
           std::vector<double> args;
           for (const auto& col : cols) args.push_back(dt == DType::Float32 ? double(float(col[k])) : col[k]);
+          for (std::string_view name : op_def(id).step_attrs) args.push_back(c.attrs.f(std::string(name)));
           double got = eval(e, args, dt);
           bool ok = dt == DType::Float32 ? close(got, want[k], 1e-5, 1e-6) : close(got, want[k], 1e-12, 1e-300);
           if (!ok && ++bad <= 5) {
@@ -158,6 +159,17 @@ TEST(ScalarExpr, EveryPointwiseOpMatchesItsEagerKernel) {
 TEST(ScalarExpr, OtherKindsHaveNoExpression) {
   EXPECT_THROW(pointwise_expr(OpId::sum, {}, 1), Error);
   EXPECT_THROW(pointwise_expr(OpId::add, {}, 3), Error);
+}
+
+TEST(ScalarExpr, StepAttributesAreInputsNotConstants) {
+  // add_'s alpha (a learning rate) is input 2: a new value, the same expression.
+  ScalarExpr e = pointwise_expr(OpId::add_, Attrs().set("alpha", -0.1), 2);
+  std::vector<std::string> names = {"p", "g", "lr"};
+  EXPECT_EQ(render_c(e, names), "(p + (lr * g))");
+  EXPECT_EQ(eval(e, std::vector<double>{1.0, 2.0, -0.25}), 0.5);
+  // clamp's bounds are not step attributes: constants.
+  EXPECT_EQ(render_c(pointwise_expr(OpId::clamp, Attrs().set("min", 0.5), 1), std::vector<std::string>{"x"}),
+            "((INFINITY < ((x < 0.5f) ? 0.5f : x)) ? INFINITY : ((x < 0.5f) ? 0.5f : x))");
 }
 
 TEST(ScalarExpr, SharedSubexpressionsAreOneNode) {
@@ -202,22 +214,30 @@ TEST(ScalarExpr, RenderedCCompilesAndComputesTheSameValues) {
   std::ostringstream src;
   src.precision(17);
   src << "#include <cmath>\n#include <cstdint>\n#include <cstdio>\nusing std::isnan;\n"
-      << "int main() {\n  double a = 0, b = 0, c = 0;\n";
+      << "int main() {\n  double a = 0, b = 0, c = 0, s = 0;\n";
   std::vector<double> expected;
-  std::vector<std::string> names = {"a", "b", "c"};
+  std::vector<std::string> names = {"a", "b", "c", "s"};  // s: the step attribute
   for (int i = 0; i < kNumOps; ++i) {
     OpId id = static_cast<OpId>(i);
     if (!is_expression_op(id)) continue;
     for (const Config& cfg : configs(id)) {
       ScalarExpr e = pointwise_expr(id, cfg.attrs, cfg.num_inputs);
-      std::string code = render_c(e, names, "double");
+      std::vector<std::string> used(names.begin(), names.begin() + cfg.num_inputs);
+      double step_value = 0;
+      if (!op_def(id).step_attrs.empty()) {
+        ASSERT_EQ(op_def(id).step_attrs.size(), 1u) << op_name(id);
+        used.push_back("s");
+        step_value = cfg.attrs.f(std::string(op_def(id).step_attrs[0]));
+      }
+      std::string code = render_c(e, used, "double");
       auto cols = combinations(cfg);
       for (size_t k = 0; k < cols[0].size(); k += 7) {  // a sample of the grid
         src << "  a = " << (cfg.num_inputs > 0 ? cols[0][k] : 0) << "; b = " << (cfg.num_inputs > 1 ? cols[1][k] : 0)
-            << "; c = " << (cfg.num_inputs > 2 ? cols[2][k] : 0) << ";\n";
+            << "; c = " << (cfg.num_inputs > 2 ? cols[2][k] : 0) << "; s = " << step_value << ";\n";
         src << "  std::printf(\"%.17g\\n\", (double)(" << code << "));\n";
         std::vector<double> args(cols.size());
         for (size_t j = 0; j < cols.size(); ++j) args[j] = cols[j][k];
+        if (used.size() > cols.size()) args.push_back(step_value);
         expected.push_back(eval(e, args));
       }
     }
