@@ -38,6 +38,7 @@ struct ExplainGraph {
   int segment = 0;   // its position in that variant (0 = before the first graph break)
   std::string text;  // the printed IR (compiler/graph/printer.h)
   std::string dot;   // Graphviz DOT (compiler/graph/dot.h)
+  std::string executable;  // the printed IR of what runs: after functionalization and the passes
   int64_t num_ops = 0;
   bool has_backward = false;  // forward and backward (and the optimizer step) in one graph
   std::vector<std::string> inputs;  // each graph input's guard ("input 0: f32[8, 3] requires_grad=false")
@@ -61,18 +62,17 @@ struct ExplainReport {
   std::string fallback_reason;
   // Over the graphs of the last variant that hold a backward: bytes eager
   // autograd saves between forward and backward, and bytes the partitioned
-  // forward hands to the backward. 0 when no graph holds a backward, or when
-  // saved_bytes_available is false (the AOT partitioner is not built in).
+  // forward hands to the backward (compiler/aot/saved_bytes.h). 0 when no
+  // graph holds a backward.
   int64_t saved_bytes_eager = 0;
   int64_t saved_bytes_partitioned = 0;
-  bool saved_bytes_available = false;
 
   // The human summary: counts, graph breaks with reasons, guards, op counts, graphs.
   std::string str() const;
-  // One object: graphs [{name, variant, segment, text, dot, num_ops, has_backward}],
+  // One object: graphs [{name, variant, segment, text, dot, executable, num_ops, has_backward}],
   // graph_breaks [{op, reason, location}], guards [strings], ops {name: count},
-  // calls, variants, recompiles, fell_back, saved_bytes_eager, saved_bytes_partitioned,
-  // saved_bytes_available. Include <nlohmann/json.hpp> to use it.
+  // calls, variants, recompiles, fell_back, saved_bytes_eager, saved_bytes_partitioned.
+  // Include <nlohmann/json.hpp> to use it.
   nlohmann::json json() const;
 };
 

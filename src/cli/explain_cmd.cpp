@@ -22,7 +22,7 @@ ExplainReport explain_train_step(const ExplainCmdOptions& o, const ExplainOption
   Tensor x = randn({o.batch, 3, 32, 32});
   Tensor y = randint(0, 10, {o.batch});
   auto step = [&](const Tensor& xb, const Tensor& yb) {
-    Tensor loss = cross_entropy(model->forward(xb), yb, r.label_smoothing);
+    Tensor loss = cross_entropy(model->forward(xb), yb);
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -65,9 +65,13 @@ int run_explain(const ExplainCmdOptions& o) {
     return kExitOk;
   }
   std::cout << "kiln explain: " << title;
-  if (o.train)
-    std::cout << " (forward, backward and the SGD update in one graph; called twice: variant 1 is the first step, "
-                 "which creates the optimizer state, the last variant the step later calls replay; all are shown)";
+  if (o.train) {
+    std::cout << " (forward, backward and the SGD update captured together; called twice";
+    if (report.variants > 1)
+      std::cout << ": variant 1 is the first step, which creates the optimizer state, variant " << report.variants
+                << " the step later calls replay; all are shown";
+    std::cout << ")";
+  }
   std::cout << "\n" << report.str();
   if (!o.html.empty()) std::cout << "\nHTML report: " << o.html << "\n";
   return kExitOk;

@@ -92,6 +92,7 @@ TEST(Explain, OpCountsGuardsAndGraphsOfASmallFunction) {
   const compiler::Graph& g = compiled.state().variants.at(0)->segments.at(0)->graph;
   EXPECT_EQ(r.graphs[0].text, compiler::print(g));
   EXPECT_EQ(r.graphs[0].dot, compiler::to_dot(g));
+  EXPECT_EQ(r.graphs[0].executable, compiler::print(compiled.state().variants.at(0)->segments.at(0)->executable));
   EXPECT_EQ(r.graphs[0].name, "compiled");
 }
 
@@ -162,7 +163,7 @@ TEST(Explain, JsonHasEveryDocumentedKey) {
   ExplainReport r = explain(branchy, full({3}, 1.0));
   nlohmann::json j = r.json();
   for (const char* key : {"graphs", "graph_breaks", "guards", "ops", "calls", "variants", "recompiles", "fell_back",
-                          "saved_bytes_eager", "saved_bytes_partitioned", "saved_bytes_available"})
+                          "saved_bytes_eager", "saved_bytes_partitioned"})
     EXPECT_TRUE(j.contains(key)) << key;
   ASSERT_TRUE(j["graphs"].is_array());
   ASSERT_EQ(j["graphs"].size(), r.graphs.size());
@@ -203,7 +204,8 @@ TEST(Explain, HtmlDrawsEachGraphAsInlineSvgBesideItsEscapedIr) {
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(count_of(html, "<svg"), r.graphs.size());
   EXPECT_EQ(count_of(html, "<?xml"), 0u);  // inline SVG, not whole documents
-  EXPECT_EQ(count_of(html, "<pre>"), r.graphs.size());
+  EXPECT_EQ(count_of(html, "<pre>"), 2 * r.graphs.size());  // as captured, and what runs
+  EXPECT_EQ(count_of(html, "<details>"), r.graphs.size());
   EXPECT_NE(html.find("branchy &lt;test&gt;"), std::string::npos);
   EXPECT_NE(html.find("<td>sum</td><td>item()</td>"), std::string::npos);
   EXPECT_EQ(html.find("<test>"), std::string::npos);  // everything from the report is escaped

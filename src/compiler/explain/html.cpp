@@ -56,12 +56,8 @@ std::string explain_html(const ExplainReport& r, const std::string& title) {
   h += row("graph breaks", std::to_string(r.graph_breaks.size()));
   h += row("ops", std::to_string(total_ops));
   if (r.fell_back) h += row("fell back to eager", r.fallback_reason);
-  if (r.saved_bytes_available) {
-    h += row("saved bytes, eager autograd", std::to_string(r.saved_bytes_eager));
-    h += row("saved bytes, partitioned", std::to_string(r.saved_bytes_partitioned));
-  } else {
-    h += row("saved bytes", "not available (the AOT partitioner is not built in yet)");
-  }
+  h += row("saved bytes, eager autograd", std::to_string(r.saved_bytes_eager));
+  h += row("saved bytes, partitioned", std::to_string(r.saved_bytes_partitioned));
   h += "</table>\n";
 
   h += "<h2>Graph breaks</h2>\n";
@@ -88,6 +84,9 @@ std::string explain_html(const ExplainReport& r, const std::string& title) {
          (g.has_backward ? ", forward + backward" : "") + "</p>\n";
     h += "<div class=\"svg\">" + inline_svg(dot_to_svg(g.dot, g.name)) + "</div>\n";
     h += "<pre>" + escape(g.text) + "</pre>\n";
+    if (!g.executable.empty())
+      h += "<details><summary>after functionalization and the passes (what runs)</summary><pre>" +
+           escape(g.executable) + "</pre></details>\n";
   }
   h += "</body></html>\n";
   return h;

@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "compiler/capture/compiled_state.h"
-#include "compiler/explain/saved_bytes.h"
+#include "compiler/aot/saved_bytes.h"
 #include "compiler/graph/dot.h"
 #include "compiler/graph/printer.h"
 #include "kiln/explain.h"
@@ -75,6 +75,7 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
       eg.segment = static_cast<int>(k);
       eg.text = compiler::print(g);
       eg.dot = compiler::to_dot(g);
+      if (!s.executable.nodes.empty()) eg.executable = compiler::print(s.executable);
       eg.num_ops = static_cast<int64_t>(g.num_ops());
       eg.has_backward = s.has_backward;
       for (size_t i = 0; i < g.inputs.size(); ++i) eg.inputs.push_back(input_guard(g, i));
@@ -106,7 +107,6 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
 
   // Saved bytes of the last variant that captured a backward (the step
   // later calls replay, once the first call has created optimizer state).
-  r.saved_bytes_available = compiler::kSavedBytesAvailable;
   for (size_t v = state.variants.size(); v-- > 0;) {
     bool any = false;
     for (const auto& seg : state.variants[v]->segments) {

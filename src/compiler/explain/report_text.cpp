@@ -56,12 +56,8 @@ std::string ExplainReport::str() const {
   for (const auto& [name, n] : ops) s += "  " + name + std::string(width - name.size() + 2, ' ') + std::to_string(n) + "\n";
 
   s += "\nsaved for backward:\n";
-  if (!saved_bytes_available) {
-    s += "  not available (the AOT partitioner is not built in yet)\n";
-  } else {
-    s += "  eager autograd:      " + bytes_str(saved_bytes_eager) + "\n";
-    s += "  partitioned forward: " + bytes_str(saved_bytes_partitioned) + "\n";
-  }
+  s += "  eager autograd:      " + bytes_str(saved_bytes_eager) + "\n";
+  s += "  partitioned forward: " + bytes_str(saved_bytes_partitioned) + "\n";
 
   for (const ExplainGraph& g : graphs) {
     s += "\ngraph " + g.name + " (variant " + std::to_string(g.variant) + ", segment " + std::to_string(g.segment) +
@@ -79,6 +75,7 @@ nlohmann::json ExplainReport::json() const {
                            {"segment", g.segment},
                            {"text", g.text},
                            {"dot", g.dot},
+                           {"executable", g.executable},
                            {"num_ops", g.num_ops},
                            {"has_backward", g.has_backward}});
   }
@@ -95,7 +92,6 @@ nlohmann::json ExplainReport::json() const {
   if (fell_back) j["fallback_reason"] = fallback_reason;
   j["saved_bytes_eager"] = saved_bytes_eager;
   j["saved_bytes_partitioned"] = saved_bytes_partitioned;
-  j["saved_bytes_available"] = saved_bytes_available;
   return j;
 }
 
