@@ -29,7 +29,7 @@ enum class PointwiseOp : uint8_t {
   // updates of optimizers: a + p0*b*c, a + p0*b/c, lerp(a, b, p0)
   AddCMul, AddCDiv, Lerp,
   // unary
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh, Clamp /* [p0, p1] */,
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh, Erf, Clamp /* [p0, p1] */,
   // comparisons (bool output)
   Eq, Ne, Lt, Le, Gt, Ge, LogicalNot,
   // where(cond, a, b)

@@ -490,6 +490,7 @@ void register_cuda_kernels() {
       {OpId::gelu_backward, on_device<gelu_backward_kernel>},
       {OpId::sigmoid, on_device<unary_kernel<Sigmoid>>},
       {OpId::tanh, on_device<unary_kernel<Tanh>>},
+      {OpId::erf, on_device<unary_kernel<Erf>>},
       {OpId::clamp, on_device<clamp_kernel>},
       {OpId::where, on_device<where_kernel>},
       {OpId::eq, on_device<compare_kernel<Eq>>},

@@ -55,6 +55,7 @@ struct Unary {
     else if constexpr (Op == PointwiseOp::Rsqrt) return scalar::rsqrt(x);
     else if constexpr (Op == PointwiseOp::Sigmoid) return scalar::sigmoid(x);
     else if constexpr (Op == PointwiseOp::Tanh) return scalar::tanh(x);
+    else if constexpr (Op == PointwiseOp::Erf) return scalar::erf(x);
     else if constexpr (Op == PointwiseOp::GeluErf) return scalar::gelu(x, false);
     else if constexpr (Op == PointwiseOp::GeluTanh) return scalar::gelu(x, true);
     else if constexpr (Op == PointwiseOp::Abs) return scalar::abs(x);
@@ -169,6 +170,7 @@ void launch_pointwise(const PointwiseCall& c) {
     case GeluTanh: return unary<GeluTanh, Float>(c);
     case Sigmoid: return unary<Sigmoid, Float>(c);
     case Tanh: return unary<Tanh, Float>(c);
+    case Erf: return unary<Erf, Float>(c);
     case Clamp: return unary<Clamp, NoBool>(c);
     case Eq: return compare<Eq>(c);
     case Ne: return compare<Ne>(c);

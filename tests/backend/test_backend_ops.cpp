@@ -323,6 +323,7 @@ std::vector<OpCase> op_cases() {
   unary("gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); });
   unary("sigmoid", [](const Tensor& x) { return sigmoid(x); });
   unary("tanh", [](const Tensor& x) { return tanh(x); });
+  unary("erf", [](const Tensor& x) { return erf(x); });
   unary("clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); });
   unary("logical_not", [](const Tensor& x) { return logical_not(gt(x, 0.0)); });
   unary("exp_of_permuted", [](const Tensor& x) { return x.dim() == 3 ? exp(x.permute({2, 0, 1})) : exp(x); });
