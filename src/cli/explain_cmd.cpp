@@ -1,6 +1,7 @@
 // kiln explain: compiles a zoo model's eval forward, or with --train one
 // whole train step, and prints what kiln::explain reports (docs/explain.md):
 // the summary, one JSON object (--json), and/or an HTML page (--html).
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,12 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
 }  // namespace
 
 int run_explain(const ExplainCmdOptions& o) {
+  if (!o.html.empty()) {
+    // Checked before compiling, as train checks its output paths before training.
+    std::filesystem::path dir = std::filesystem::path(o.html).parent_path();
+    KILN_CHECK(dir.empty() || std::filesystem::is_directory(dir), "explain --html ", o.html, ": the directory ",
+               dir.string(), " does not exist; create it or write the page elsewhere");
+  }
   manual_seed(0);
   const std::string what = o.train ? "train step" : "eval forward";
   ExplainOptions eo;

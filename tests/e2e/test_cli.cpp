@@ -496,4 +496,9 @@ TEST(CliExplain, AirbenchTrainJsonIsOneObjectWithOneGraphPerStepAndNoBreak) {
   ASSERT_TRUE(j["saved_bytes_partitioned"].is_number_integer());
   EXPECT_LE(j["saved_bytes_partitioned"].get<int64_t>(), j["saved_bytes_eager"].get<int64_t>());
   EXPECT_GT(j["saved_bytes_partitioned"].get<int64_t>(), 0);
+
+  // --html into a missing directory fails before compiling, naming the path.
+  r = run_kiln("explain --model tutorial --html /nonexistent/x.html", dir);
+  EXPECT_EQ(r.rc, 1) << show(r);
+  EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << show(r);
 }
