@@ -15,3 +15,4 @@
 #include "kiln/data.h"
 #include "kiln/models.h"
 #include "kiln/profile.h"
+#include "kiln/explain.h"

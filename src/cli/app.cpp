@@ -132,6 +132,7 @@ struct Invocation {
   DemoOptions demo;
   DataOptions data;
   BenchOpsOptions bench_ops;
+  ExplainCmdOptions explain;
   std::string help_topic;  // kiln help COMMAND
   CLI::App* help = nullptr;
   CLI::App* demo_cmd = nullptr;
@@ -139,6 +140,7 @@ struct Invocation {
   CLI::App* data_import_cmd = nullptr;
   CLI::App* data_get_cmd = nullptr;
   CLI::App* bench_ops_cmd = nullptr;
+  CLI::App* explain_cmd = nullptr;
   CLI::Option* train_width = nullptr;
   CLI::Option* train_data_dir = nullptr;
 };
@@ -280,6 +282,26 @@ void add_bench(CLI::App& app, Invocation& inv) {
   ops->footer(footer);
 }
 
+void add_explain(CLI::App& app, Invocation& inv) {
+  ExplainCmdOptions& o = inv.explain;
+  CLI::App* e = app.add_subcommand(
+      "explain", "compile a zoo model and show its graphs, graph breaks, guards and op counts (docs/explain.md)");
+  inv.explain_cmd = e;
+  e->add_option("--model", o.model, "tutorial|resnet18|airbench")
+      ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
+      ->type_name("NAME")
+      ->default_str(o.model);
+  e->add_flag("--train", o.train,
+              "compile one whole train step (loss, zero_grad, backward, SGD step with the model's recipe) and call "
+              "it twice, instead of the eval-mode forward");
+  add_integer<int64_t>(e, "--batch", [&o](int64_t v) { o.batch = v; }, 1, 4096, "batch size, 1 to 4096")
+      ->default_str(std::to_string(o.batch));
+  e->add_option("--html", o.html, "also write a self-contained HTML page (graphs drawn as SVG) to FILE")
+      ->type_name("FILE");
+  e->add_flag("--json", o.json, "print the report as one JSON object on stdout instead of the summary");
+  e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
+}
+
 void build(CLI::App& app, Invocation& inv) {
   app.description("kiln: a deep-learning framework in C++; train, evaluate and benchmark from the command line");
   app.require_subcommand(1);
@@ -287,9 +309,10 @@ void build(CLI::App& app, Invocation& inv) {
   add_train(app, inv);
   add_data(app, inv);
   add_bench(app, inv);
+  add_explain(app, inv);
   inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
-  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench")
-      ->check(one_of({"demo", "train", "data", "bench"}, "command"))
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain")
+      ->check(one_of({"demo", "train", "data", "bench", "explain"}, "command"))
       ->type_name("COMMAND");
   app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
 }
@@ -353,6 +376,7 @@ int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.data_import_cmd->parsed()) return run_data_import(inv.data);
   if (inv.data_get_cmd->parsed()) return run_data_get(inv.data);
   if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
+  if (inv.explain_cmd->parsed()) return run_explain(inv.explain);
   KILN_ASSERT(false, "the parse chose no command");
 }
 

@@ -29,6 +29,15 @@ struct BenchOpsOptions {
   std::string device = "cpu";  // cpu | cuda
 };
 
+struct ExplainCmdOptions {
+  std::string model = "tutorial";
+  bool train = false;  // a whole train step instead of the eval forward
+  int64_t batch = 8;
+  std::string html;    // write the HTML report here
+  bool json = false;
+  bool dynamic = false;
+};
+
 // kiln demo: the tutorial CNN trained on CIFAR-10 (or Fashion-MNIST), accuracy and images/s.
 int run_demo(const DemoOptions& o);
 // kiln train --model ... --data ... (see docs/training.md).
@@ -38,6 +47,8 @@ int run_data_import(const DataOptions& o);
 int run_data_get(const DataOptions& o);
 // kiln bench ops: times the op cases of bench/vs_torch.sh.
 int run_bench_ops(const BenchOpsOptions& o);
+// kiln explain --model ...: what kiln::compile makes of a zoo model (docs/explain.md).
+int run_explain(const ExplainCmdOptions& o);
 // The device a --device NAME names, checked: a CUDA device must be usable
 // (else kiln::Error naming `command`, the reason, and --device cpu).
 Device checked_device(const std::string& name, const char* command);

@@ -27,16 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Recipe {
-  int64_t batch;
-  double lr;
-  double momentum;
-  double weight_decay;
-  bool nesterov;
-  double label_smoothing;
-  std::string schedule;  // linear | cosine | airbench
-  data::AugmentOptions augment;
-};
+}  // namespace
 
 Recipe recipe_for(const std::string& model) {
   if (model == "tutorial") {
@@ -58,6 +49,8 @@ Recipe recipe_for(const std::string& model) {
   }
   KILN_FAIL("train: unknown model '", model, "'; use --model tutorial, resnet18 or airbench");
 }
+
+namespace {
 
 std::unique_ptr<optim::LRSchedule> make_schedule(const std::string& kind, double lr, int64_t total) {
   total = std::max<int64_t>(total, 1);

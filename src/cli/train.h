@@ -27,6 +27,21 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
 };
 
+// A zoo model's training recipe (docs/training.md); `kiln explain --train`
+// compiles its step.
+struct Recipe {
+  int64_t batch;
+  double lr;
+  double momentum;
+  double weight_decay;
+  bool nesterov;
+  double label_smoothing;
+  std::string schedule;  // linear | cosine | airbench
+  data::AugmentOptions augment;
+};
+// kiln::Error for a name that is not tutorial, resnet18 or airbench.
+Recipe recipe_for(const std::string& model);
+
 struct TrainResult {
   double train_img_per_s = 0, eval_img_per_s = 0, test_acc = 0, wall_s = 0;
 };

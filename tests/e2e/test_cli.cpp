@@ -469,3 +469,36 @@ TEST(CliData, ImportPassesADirectoryToTheImporter) {
   EXPECT_NE(r.err.find("folder"), std::string::npos) << show(r);
   EXPECT_EQ(r.err.find("--help"), std::string::npos) << "a directory is not a usage error\n" << show(r);
 }
+
+// kiln explain --train --json: one JSON object on stdout describing one whole
+// train step (forward, backward, the SGD update) captured without a break.
+TEST(CliExplain, AirbenchTrainJsonIsOneObjectWithOneGraphPerStepAndNoBreak) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("explain --model airbench --train --batch 2 --json", dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  nlohmann::json j = nlohmann::json::parse(r.out);  // throws unless stdout is exactly one JSON value
+  ASSERT_TRUE(j.is_object()) << r.out.substr(0, 400);
+  EXPECT_TRUE(j["graph_breaks"].is_array());
+  EXPECT_TRUE(j["graph_breaks"].empty()) << j["graph_breaks"].dump();
+  ASSERT_TRUE(j["graphs"].is_array());
+  ASSERT_FALSE(j["graphs"].empty());
+  EXPECT_TRUE(j["graphs"].back()["has_backward"].get<bool>());
+  for (const auto& g : j["graphs"])
+    for (const char* key : {"name", "text", "dot", "num_ops"}) EXPECT_TRUE(g.contains(key)) << key;
+  EXPECT_TRUE(j["guards"].is_array() && !j["guards"].empty());
+  const auto& ops = j["ops"];
+  ASSERT_TRUE(ops.is_object());
+  EXPECT_GT(ops.value("conv2d", 0), 0) << ops.dump();
+  // SGD with nesterov momentum and weight decay updates parameters and buffers in place.
+  EXPECT_GT(ops.value("add_", 0), 0) << ops.dump();
+  EXPECT_GT(ops.value("mul_", 0), 0) << ops.dump();
+  ASSERT_TRUE(j["saved_bytes_eager"].is_number_integer());
+  ASSERT_TRUE(j["saved_bytes_partitioned"].is_number_integer());
+  EXPECT_LE(j["saved_bytes_partitioned"].get<int64_t>(), j["saved_bytes_eager"].get<int64_t>());
+  EXPECT_GT(j["saved_bytes_partitioned"].get<int64_t>(), 0);
+
+  // --html into a missing directory fails before compiling, naming the path.
+  r = run_kiln("explain --model tutorial --html /nonexistent/x.html", dir);
+  EXPECT_EQ(r.rc, 1) << show(r);
+  EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << show(r);
+}

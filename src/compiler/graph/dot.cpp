@@ -102,46 +102,47 @@ std::string to_dot(const Graph& g) {
   return os.str();
 }
 
-std::string render_svg(const Graph& g) {
-  std::string dot = to_dot(g);
+std::string render_svg(const Graph& g) { return dot_to_svg(to_dot(g), g.name); }
+
+std::string dot_to_svg(const std::string& dot, const std::string& name) {
   std::lock_guard<std::mutex> lock(graphviz_mutex());
   std::unique_ptr<GVC_t, int (*)(GVC_t*)> gvc(gvContext(), gvFreeContext);
   KILN_ASSERT(gvc != nullptr, "Graphviz: gvContext failed");
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> graph(agmemread(dot.c_str()), agclose);
-  KILN_ASSERT(graph != nullptr, "Graphviz could not parse the DOT text of graph '", g.name, "'");
-  KILN_CHECK(gvLayout(gvc.get(), graph.get(), "dot") == 0, "write_svg(graph ", g.name,
+  KILN_ASSERT(graph != nullptr, "Graphviz could not parse the DOT text of graph '", name, "'");
+  KILN_CHECK(gvLayout(gvc.get(), graph.get(), "dot") == 0, "write_svg(graph ", name,
              "): Graphviz's dot layout failed; is the graphviz package installed with its plugins (dot -c)?");
   char* data = nullptr;
   unsigned int length = 0;
   int rc = gvRenderData(gvc.get(), graph.get(), "svg", &data, &length);
   gvFreeLayout(gvc.get(), graph.get());
-  KILN_CHECK(rc == 0 && data != nullptr, "write_svg(graph ", g.name,
+  KILN_CHECK(rc == 0 && data != nullptr, "write_svg(graph ", name,
              "): Graphviz could not render SVG; is the graphviz package installed with its plugins (dot -c)?");
   std::string svg(data, length);
   gvFreeRenderData(data);
   return svg;
 }
 
-void write_svg(const Graph& g, const std::string& path) {
-  std::string svg = render_svg(g);
-  // Readers never see a half-written file: write beside it, then rename.
+void write_svg(const Graph& g, const std::string& path) { write_file_atomically(path, render_svg(g), "write_svg"); }
+
+void write_file_atomically(const std::string& path, const std::string& contents, const std::string& who) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(out.good(), "write_svg: cannot create ", tmp, ": ", std::strerror(errno),
+    KILN_CHECK(out.good(), who, ": cannot create ", tmp, ": ", std::strerror(errno),
                "; check that the directory exists and is writable");
-    out.write(svg.data(), static_cast<std::streamsize>(svg.size()));
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     out.close();
     if (!out.good()) {
       std::filesystem::remove(tmp);
-      KILN_FAIL("write_svg: writing ", tmp, " failed (disk full?)");
+      KILN_FAIL(who, ": writing ", tmp, " failed (disk full?)");
     }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp);
-    KILN_FAIL("write_svg: cannot rename ", tmp, " to ", path, ": ", ec.message());
+    KILN_FAIL(who, ": cannot rename ", tmp, " to ", path, ": ", ec.message());
   }
 }
 

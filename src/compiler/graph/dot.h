@@ -18,5 +18,11 @@ std::string to_dot(const Graph& g);
 void write_svg(const Graph& g, const std::string& path);
 // The SVG text itself.
 std::string render_svg(const Graph& g);
+// SVG from DOT text (as to_dot writes it); `name` is for error messages.
+std::string dot_to_svg(const std::string& dot, const std::string& name);
+// Writes `contents` to `path` atomically (a temporary file beside it renamed
+// over it), so readers never see half a file; kiln::Error naming `who` and
+// the path when it cannot. write_svg and explain's HTML report use it.
+void write_file_atomically(const std::string& path, const std::string& contents, const std::string& who);
 
 }  // namespace kiln::compiler

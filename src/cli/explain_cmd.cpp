@@ -1,0 +1,87 @@
+// kiln explain: compiles a zoo model's eval forward, or with --train one
+// whole train step, and prints what kiln::explain reports (docs/explain.md):
+// the summary, one JSON object (--json), and/or an HTML page (--html).
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "compiler/explain/html.h"
+#include "kiln/explain.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+namespace {
+
+ExplainReport explain_train_step(const ExplainCmdOptions& o, const ExplainOptions& eo) {
+  Recipe r = recipe_for(o.model);
+  auto model = models::create(o.model);
+  model->train();
+  optim::SGD opt(model->parameters(),
+                 optim::SGDOptions(r.lr).momentum(r.momentum).weight_decay(r.weight_decay).nesterov(r.nesterov));
+  Tensor x = randn({o.batch, 3, 32, 32});
+  Tensor y = randint(0, 10, {o.batch});
+  auto step = [&](const Tensor& xb, const Tensor& yb) {
+    Tensor loss = cross_entropy(model->forward(xb), yb);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  // The first step creates the optimizer state (momentum buffers), so it
+  // records its own variant; the second records the step every later call
+  // replays.
+  return explain(ExplainOptions(eo).calls(2), step, x, y);
+}
+
+ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& eo) {
+  recipe_for(o.model);  // validates the name as train does
+  auto model = models::create(o.model);
+  model->eval();
+  NoGradGuard inference;
+  Tensor x = randn({o.batch, 3, 32, 32});
+  return explain(eo, model, x);
+}
+
+}  // namespace
+
+int run_explain(const ExplainCmdOptions& o) {
+  if (!o.html.empty()) {
+    // Checked before compiling, as train checks its output paths before training.
+    std::filesystem::path dir = std::filesystem::path(o.html).parent_path();
+    KILN_CHECK(dir.empty() || std::filesystem::is_directory(dir), "explain --html ", o.html, ": the directory ",
+               dir.string(), " does not exist; create it or write the page elsewhere");
+  }
+  manual_seed(0);
+  const std::string what = o.train ? "train step" : "eval forward";
+  ExplainOptions eo;
+  eo.compile(CompileOptions().dynamic(o.dynamic).name(o.model + (o.train ? "_train_step" : "_forward")));
+  ExplainReport report = o.train ? explain_train_step(o, eo) : explain_forward(o, eo);
+  const std::string title = o.model + ", " + what + ", batch " + std::to_string(o.batch);
+  if (!o.html.empty()) compiler::write_explain_html(report, title, o.html);
+
+  if (o.json) {
+    nlohmann::json j = report.json();
+    j["model"] = o.model;
+    j["train"] = o.train;
+    j["batch"] = o.batch;
+    j["dynamic"] = o.dynamic;
+    std::cout << j.dump() << "\n" << std::flush;
+    if (!o.html.empty()) std::cerr << "kiln explain: wrote " << o.html << "\n";
+    return kExitOk;
+  }
+  std::cout << "kiln explain: " << title;
+  if (o.train) {
+    std::cout << " (forward, backward and the SGD update captured together; called twice";
+    if (report.variants > 1)
+      std::cout << ": variant 1 is the first step, which creates the optimizer state, variant " << report.variants
+                << " the step later calls replay; all are shown";
+    std::cout << ")";
+  }
+  std::cout << "\n" << report.str();
+  if (!o.html.empty()) std::cout << "\nHTML report: " << o.html << "\n";
+  return kExitOk;
+}
+
+}  // namespace kiln::cli
