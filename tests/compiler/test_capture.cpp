@@ -184,3 +184,26 @@ TEST(Capture, WholeAdamWTrainStepIsOneGraphAndMatchesEager) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A C++ number in an op call keeps Python-scalar promotion through the
+// graph's passes and the interpreter: a 0-dim f32 times 0.5 stays f32.
+TEST(Capture, WrappedNumbersKeepTheirPromotion) {
+  auto f = [](const Tensor& x) { return mul(x.sum(), 0.5); };
+  auto cf = compile(f);
+  for (int i = 0; i < 2; ++i) {
+    Tensor x = randn({3});
+    Tensor got = cf(x);
+    EXPECT_EQ(got.dtype(), DType::Float32);
+    EXPECT_TENSOR_CLOSE(got, f(x));
+  }
+  Tensor n = arange(0, 4);  // int64 times 0.5: float32, as eager gives
+  auto g = compile([](const Tensor& x) { return mul(x, 0.5); });
+  EXPECT_EQ(g(n).dtype(), DType::Float32);
+  EXPECT_TENSOR_CLOSE(g(n), mul(n, 0.5));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -45,8 +45,7 @@ class Rebuilder {
         metas.emplace_back();
         continue;
       }
-      const ValueType& t = out_.type(v);
-      metas.push_back(Tensor::meta(t.shape, t.dtype, t.device, t.strides));
+      metas.push_back(out_.type(v).meta());
     }
     Attrs run = attrs;
     for (const AttrInput& ai : attr_inputs) run.set(ai.attr, out_.scalar_inputs[ai.scalar_index].example);

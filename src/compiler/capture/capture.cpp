@@ -401,6 +401,9 @@ class CaptureMode final : public DispatchMode {
         if (found != kNoValue) {
           b = {Binding::Value, found};
           v = found;
+          // scalar_tensor marks its full's output as a wrapped number after
+          // the op returned: the type learns it at the first use.
+          if (t.impl()->wrapped_number) g.values[v].type.wrapped_number = true;
         } else {
           KILN_CHECK(!t.is_meta(), op_name(id), ": a meta tensor ", dtype_name(t.dtype()), shape_str(t.shape()),
                      " from outside reached a compiled function; pass real tensors");
@@ -507,7 +510,7 @@ class CaptureMode final : public DispatchMode {
     if (auto p = placeholders_[v].lock()) return Tensor(p);
     // Dropped by the user but needed (a derivative reads it): a fresh one.
     const ValueType& ty = seg().graph.type(v);
-    Tensor t = Tensor::meta(ty.shape, ty.dtype, ty.device, ty.strides);
+    Tensor t = ty.meta();
     set_placeholder(v, t);
     remember(t, v);
     revived_.push_back(t);

@@ -12,7 +12,14 @@ ValueType ValueType::of(const Tensor& t) {
   v.dtype = t.dtype();
   v.device = t.device();
   v.requires_grad = t.requires_grad();
+  v.wrapped_number = t.impl()->wrapped_number;
   return v;
+}
+
+Tensor ValueType::meta() const {
+  Tensor t = Tensor::meta(shape, dtype, device, strides);
+  t.impl()->wrapped_number = wrapped_number;
+  return t;
 }
 
 ValueType ValueType::contiguous(Shape shape, DType dtype, Device device, uint64_t symbolic_dims) {

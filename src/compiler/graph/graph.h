@@ -33,8 +33,13 @@ struct ValueType {
   Device device;
   uint64_t symbolic_dims = 0;  // bit d set: dim d is the symbol s0 (the batch size)
   bool requires_grad = false;
+  // A C++ number made a tensor (x * 0.5): type promotion treats it as a
+  // Python scalar, so graphs must keep the flag when they re-run shape rules.
+  bool wrapped_number = false;
 
   static ValueType of(const Tensor& t);
+  // A meta tensor of this type (wrapped-number flag included).
+  Tensor meta() const;
   // A contiguous value of the given shape (tests, passes).
   static ValueType contiguous(Shape shape, DType dtype = DType::Float32, Device device = Device::cpu(),
                               uint64_t symbolic_dims = 0);

@@ -106,7 +106,12 @@ Tensors Interpreter::run(TensorSpan inputs, std::span<const AttrValue> scalars) 
         }
         KILN_ASSERT(out.size() == n.outputs.size(), "interpret: ", op_name(n.op), " gave ", out.size(),
                     " outputs but the graph node has ", n.outputs.size());
-        for (size_t k = 0; k < out.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
+        for (size_t k = 0; k < out.size(); ++k) {
+          // A number made a tensor inside the graph (full of x * 0.5) keeps
+          // its wrapped-number promotion, as it had when captured.
+          if (g_.type(n.outputs[k]).wrapped_number) out[k].impl()->wrapped_number = true;
+          env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
+        }
         break;
       }
     }

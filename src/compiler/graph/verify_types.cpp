@@ -17,8 +17,7 @@ Tensor stand_in(const Graph& g, ValueId v) {
   if (v == kNoValue) return Tensor();
   const Node& producer = g.producer(v);
   if (producer.kind == NodeKind::Constant) return producer.constant;
-  const ValueType& t = g.type(v);
-  return Tensor::meta(t.shape, t.dtype, t.device, t.strides);
+  return g.type(v).meta();
 }
 
 std::vector<TensorMeta> derive_outputs(const Graph& g, const Node& n) {
