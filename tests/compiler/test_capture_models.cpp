@@ -117,12 +117,36 @@ TEST(CaptureModels, AThrowingCallLeavesNoBrokenVariant) {
     Tensor x = randn({5, 4});
     EXPECT_TENSOR_CLOSE(cf(x, good_b), f(x, good_b));
   }
-  // Also a throw after the graph's inputs matched (matmul with a wrong inner size).
+  // At the first op (matmul with a wrong inner size).
   EXPECT_THROW(cf(randn({5, 7}), good_b), Error);
   EXPECT_TRUE(all_variants_complete(cf.state()));
   Tensor x = randn({5, 4});
   EXPECT_TENSOR_CLOSE(cf(x, good_b), f(x, good_b));
   EXPECT_EQ(cf.state().variants.size(), 1u);
+}
+
+// The user's code throws half-way through a replay that matched so far.
+TEST(CaptureModels, AThrowMidReplayKeepsTheVariantUsable) {
+  manual_seed(17);
+  Tensor w = randn({4, 3});
+  bool fail = false;
+  auto f = [&](const Tensor& x) {
+    Tensor h = relu(matmul(x, w));
+    KILN_CHECK(!fail, "asked to fail");
+    return h.sum({1});
+  };
+  auto cf = compile(f);
+  Tensor x = randn({5, 4});
+  EXPECT_TENSOR_CLOSE(cf(x), f(x));
+  fail = true;
+  EXPECT_THROW(cf(x), Error);
+  fail = false;
+  for (int i = 0; i < 2; ++i) {
+    Tensor x2 = randn({5, 4});
+    EXPECT_TENSOR_CLOSE(cf(x2), f(x2));
+  }
+  EXPECT_EQ(cf.stats().variants, 1);
+  EXPECT_TRUE(all_variants_complete(cf.state()));
 }
 
 // Random ops: each call draws new numbers, and the same numbers as eager
