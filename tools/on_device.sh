@@ -7,6 +7,7 @@
 #       the CUDA libraries, which the device has in the same major version)
 #       into DEST_DIR/pack.tar.gz (default /work/main/.device, the git-ignored
 #       folder of the checkout the device tool sends), with this script beside.
+#       Binaries are stripped; PACK_BENCH=0 leaves bench_cuda out.
 #   tools/on_device.sh run [TESTS...]
 #       there (from the checkout root, with .device carried): unpacks into
 #       /tmp/kiln-device and runs each test binary (default test_backend) with
@@ -27,7 +28,9 @@ case "$cmd" in
     mkdir -p "$stage/bin" "$stage/lib"
     cp "$BUILD/kiln" "$stage/bin/"
     for t in "${TESTS[@]}"; do [ -f "$BUILD/tests/$t" ] && cp "$BUILD/tests/$t" "$stage/bin/"; done
-    [ -f "$BUILD/bench/bench_cuda" ] && cp "$BUILD/bench/bench_cuda" "$stage/bin/"
+    [ -f "$BUILD/bench/bench_cuda" ] && [ "${PACK_BENCH:-1}" = 1 ] && cp "$BUILD/bench/bench_cuda" "$stage/bin/"
+    # Symbols off: the device tool carries at most 64 MiB with the checkout.
+    strip --strip-unneeded "$stage"/bin/*
     # Libraries: what ldd resolves, minus the C library family and CUDA's own.
     for f in "$stage"/bin/*; do ldd "$f"; done | awk '/=> \// {print $1, $3}' | sort -u |
       grep -v -E '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |

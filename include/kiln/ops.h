@@ -76,6 +76,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);

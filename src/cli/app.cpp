@@ -143,6 +143,15 @@ struct Invocation {
   CLI::Option* train_data_dir = nullptr;
 };
 
+// --device cpu|cuda. A CUDA run on a machine without a GPU (or a build
+// without CUDA) is a run-time error (exit 1) with the reason, not a usage error.
+void add_device(CLI::App* cmd, std::string& device, const std::string& what) {
+  cmd->add_option("--device", device, what + ": cpu or cuda (cuda:0, the first GPU)")
+      ->check(one_of({"cpu", "cuda"}, "device"))
+      ->type_name("NAME")
+      ->default_str(device);
+}
+
 void add_train(CLI::App& app, Invocation& inv) {
   TrainOptions& o = inv.train;
   CLI::App* t = app.add_subcommand("train", "train a zoo model with its recipe (docs/training.md)");
@@ -196,6 +205,7 @@ void add_train(CLI::App& app, Invocation& inv) {
                    "data-loading threads, 0 to " + std::to_string(kMaxWorkers) +
                        " (0: batches are assembled in the training thread)")
       ->default_str(std::to_string(o.workers));
+  add_device(t, o.device, "where the model trains");
   t->footer(kEnvironmentHelp);
 }
 
@@ -264,6 +274,7 @@ void add_bench(CLI::App& app, Invocation& inv) {
   add_integer<int>(ops, "--threads", [&o](int v) { o.threads = v; }, 1, kMaxThreads,
                    "OpenMP threads, 1 to " + std::to_string(kMaxThreads) + " (default: OMP_NUM_THREADS)");
   ops->add_flag("--list", o.list, "print the case names and what each one times");
+  add_device(ops, o.device, "where the cases run");
   std::string footer = "cases:";
   for (const auto& n : names) footer += "\n  " + n;
   ops->footer(footer);

@@ -39,7 +39,7 @@ struct Iteration {
 struct Case {
   const char* name;
   const char* what;
-  std::function<Iteration(Generator&)> prepare;  // allocates inputs (untimed)
+  std::function<Iteration(Generator&, Device)> prepare;  // allocates inputs on the device (untimed)
 };
 
 Tensor leaf(Tensor t) { return t.detach().requires_grad_(true); }
@@ -56,9 +56,9 @@ Conv2dParams pad1() {
   return p;
 }
 
-Iteration conv_case(Generator& gen, const Shape& xs, const Shape& ws, bool backward) {
-  Tensor x = randn(xs, {}, &gen);
-  Tensor w = randn(ws, {}, &gen);
+Iteration conv_case(Generator& gen, Device d, const Shape& xs, const Shape& ws, bool backward) {
+  Tensor x = randn(xs, {}, &gen).to(d);
+  Tensor w = randn(ws, {}, &gen).to(d);
   if (!backward) return {[] {}, [x, w] { conv2d(x, w, Tensor(), pad1()); }};
   x = leaf(x);
   w = leaf(w);
@@ -68,45 +68,46 @@ Iteration conv_case(Generator& gen, const Shape& xs, const Shape& ws, bool backw
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = {
       {"conv_resnet_block", "conv2d fwd+bwd (input+weight grad, no bias) x[128,64,32,32] w[64,64,3,3] pad 1",
-       [](Generator& g) { return conv_case(g, {128, 64, 32, 32}, {64, 64, 3, 3}, true); }},
+       [](Generator& g, Device d) { return conv_case(g, d, {128, 64, 32, 32}, {64, 64, 3, 3}, true); }},
       {"conv_airbench_256", "conv2d fwd+bwd (input+weight grad, no bias) x[128,256,15,15] w[256,256,3,3] pad 1",
-       [](Generator& g) { return conv_case(g, {128, 256, 15, 15}, {256, 256, 3, 3}, true); }},
+       [](Generator& g, Device d) { return conv_case(g, d, {128, 256, 15, 15}, {256, 256, 3, 3}, true); }},
       {"conv_airbench_64_256", "conv2d fwd+bwd (input+weight grad, no bias) x[128,64,15,15] w[256,64,3,3] pad 1",
-       [](Generator& g) { return conv_case(g, {128, 64, 15, 15}, {256, 64, 3, 3}, true); }},
+       [](Generator& g, Device d) { return conv_case(g, d, {128, 64, 15, 15}, {256, 64, 3, 3}, true); }},
       {"conv_resnet_block_fwd", "conv2d forward x[128,64,32,32] w[64,64,3,3] pad 1",
-       [](Generator& g) { return conv_case(g, {128, 64, 32, 32}, {64, 64, 3, 3}, false); }},
+       [](Generator& g, Device d) { return conv_case(g, d, {128, 64, 32, 32}, {64, 64, 3, 3}, false); }},
       {"conv_airbench_256_fwd", "conv2d forward x[128,256,15,15] w[256,256,3,3] pad 1",
-       [](Generator& g) { return conv_case(g, {128, 256, 15, 15}, {256, 256, 3, 3}, false); }},
+       [](Generator& g, Device d) { return conv_case(g, d, {128, 256, 15, 15}, {256, 256, 3, 3}, false); }},
       {"matmul_1024", "matmul [1024,1024] @ [1024,1024] forward",
-       [](Generator& g) {
-         Tensor a = randn({1024, 1024}, {}, &g), b = randn({1024, 1024}, {}, &g);
+       [](Generator& g, Device d) {
+         Tensor a = randn({1024, 1024}, {}, &g).to(d), b = randn({1024, 1024}, {}, &g).to(d);
          return Iteration{[] {}, [a, b] { matmul(a, b); }};
        }},
       {"linear_fc", "linear x[128,4096] w[1024,4096] b[1024] fwd+bwd (x, w, b grads), loss = sum",
-       [](Generator& g) {
-         Tensor x = leaf(randn({128, 4096}, {}, &g)), w = leaf(randn({1024, 4096}, {}, &g)),
-                b = leaf(randn({1024}, {}, &g));
+       [](Generator& g, Device d) {
+         Tensor x = leaf(randn({128, 4096}, {}, &g).to(d)), w = leaf(randn({1024, 4096}, {}, &g).to(d)),
+                b = leaf(randn({1024}, {}, &g).to(d));
          return Iteration{clear_grads({x, w, b}), [x, w, b] { sum(linear(x, w, b)).backward(); }};
        }},
       {"pointwise_chain", "sum(gelu(relu(x*a+b)*c)) x[128,64,32,32], a,b,c [64,1,1]; forward, one eager op each",
-       [](Generator& g) {
-         Tensor x = randn({128, 64, 32, 32}, {}, &g), a = randn({64, 1, 1}, {}, &g), b = randn({64, 1, 1}, {}, &g),
-                c = randn({64, 1, 1}, {}, &g);
+       [](Generator& g, Device d) {
+         Tensor x = randn({128, 64, 32, 32}, {}, &g).to(d), a = randn({64, 1, 1}, {}, &g).to(d),
+                b = randn({64, 1, 1}, {}, &g).to(d), c = randn({64, 1, 1}, {}, &g).to(d);
          return Iteration{[] {}, [x, a, b, c] { sum(gelu(mul(relu(add(mul(x, a), b)), c))); }};
        }},
       {"maxpool_bn_relu", "max_pool2d 2x2 -> batch_norm(train) -> relu, x[128,64,32,32] fwd+bwd, loss = sum",
-       [](Generator& g) {
-         Tensor x = leaf(randn({128, 64, 32, 32}, {}, &g)), gamma = leaf(ones({64})), beta = leaf(zeros({64}));
-         Tensor running_mean = zeros({64}), running_var = ones({64});
+       [](Generator& g, Device d) {
+         Tensor x = leaf(randn({128, 64, 32, 32}, {}, &g).to(d)), gamma = leaf(ones({64}).to(d)),
+                beta = leaf(zeros({64}).to(d));
+         Tensor running_mean = zeros({64}).to(d), running_var = ones({64}).to(d);
          return Iteration{clear_grads({x, gamma, beta}), [=] {
                             Tensor p = max_pool2d(x, {2, 2});
                             sum(relu(batch_norm(p, gamma, beta, running_mean, running_var, true))).backward();
                           }};
        }},
       {"softmax_xent", "cross_entropy(logits[4096,1000], targets[4096]) mean, fwd+bwd",
-       [](Generator& g) {
-         Tensor logits = leaf(randn({4096, 1000}, {}, &g));
-         Tensor target = randint(0, 1000, {4096}, dtype(DType::Int64), &g);
+       [](Generator& g, Device d) {
+         Tensor logits = leaf(randn({4096, 1000}, {}, &g).to(d));
+         Tensor target = randint(0, 1000, {4096}, dtype(DType::Int64), &g).to(d);
          return Iteration{clear_grads({logits}), [logits, target] { cross_entropy(logits, target).backward(); }};
        }},
   };
@@ -120,11 +121,13 @@ double median(std::vector<double> v) {
 }
 
 // Returns the median milliseconds of one iteration; `reps_used` gets the count.
-double time_iteration(const Iteration& it, int reps, int& reps_used) {
+double time_iteration(const Iteration& it, Device device, int reps, int& reps_used) {
   auto once = [&] {
     it.reset();
+    if (device.is_cuda()) cuda::synchronize(device.index);
     auto t0 = std::chrono::steady_clock::now();
     it.step();
+    if (device.is_cuda()) cuda::synchronize(device.index);  // the kernels, not only their launches
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   once();
@@ -168,17 +171,19 @@ int run_bench_ops(const BenchOpsOptions& o) {
     }
   }
 
+  const Device device = checked_device(o.device, "bench ops");
   if (threads > 0) omp_set_num_threads(threads);
   if (!json)
-    std::printf("kiln bench ops: %d thread(s), float32, eager; median of timed repetitions\n", omp_get_max_threads());
+    std::printf("kiln bench ops: %s%d thread(s), float32, eager; median of timed repetitions\n",
+                device.is_cpu() ? "" : (device.str() + ", ").c_str(), omp_get_max_threads());
 
   int failures = 0;
   for (const Case* c : selected) {
     Generator gen(0);
     try {
-      Iteration it = c->prepare(gen);
+      Iteration it = c->prepare(gen, device);
       int reps_used = 0;
-      double ms = time_iteration(it, reps, reps_used);
+      double ms = time_iteration(it, device, reps, reps_used);
       if (json)
         print_json_line({{"case", c->name}, {"kiln_ms", rounded(ms, 4)}});
       else

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/train.h"
+#include "kiln/device.h"
 
 namespace kiln::cli {
 
@@ -25,6 +26,7 @@ struct BenchOpsOptions {
   bool json = false, list = false;
   int reps = 0, threads = 0;  // 0: adaptive repetitions / OMP_NUM_THREADS
   std::vector<std::string> cases;
+  std::string device = "cpu";  // cpu | cuda
 };
 
 // kiln demo: the tutorial CNN trained on CIFAR-10 (or Fashion-MNIST), accuracy and images/s.
@@ -36,6 +38,9 @@ int run_data_import(const DataOptions& o);
 int run_data_get(const DataOptions& o);
 // kiln bench ops: times the op cases of bench/vs_torch.sh.
 int run_bench_ops(const BenchOpsOptions& o);
+// The device a --device NAME names, checked: a CUDA device must be usable
+// (else kiln::Error naming `command`, the reason, and --device cpu).
+Device checked_device(const std::string& name, const char* command);
 // The names of the bench ops cases, in order (for --cases and --help).
 std::vector<std::string> bench_ops_case_names();
 

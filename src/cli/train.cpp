@@ -102,7 +102,7 @@ struct EvalResult {
 };
 
 EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t max_batches, int workers) {
+                    const std::vector<float>& std, int64_t max_batches, int workers, Device device) {
   data::DataLoaderOptions lo;
   lo.batch_size = 500;
   lo.shuffle = false;
@@ -116,8 +116,8 @@ EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std
   int64_t correct = 0, seen = 0, batches = 0;
   auto t0 = Clock::now();
   while (auto batch = loader.next()) {
-    Tensor pred = model.forward(batch->images).argmax(1);
-    correct += static_cast<int64_t>(sum(eq(pred, batch->labels)).item());
+    Tensor pred = model.forward(batch->images.to(device)).argmax(1);
+    correct += static_cast<int64_t>(sum(eq(pred, batch->labels.to(device))).item());
     seen += batch->labels.numel();
     if (max_batches > 0 && ++batches >= max_batches) break;
   }
@@ -127,9 +127,10 @@ EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std
           secs > 0 ? static_cast<double>(seen) / secs : 0.0};
 }
 
+// Checkpoints hold host tensors, wherever the model trains.
 nn::TensorDict prefixed(const nn::TensorDict& d, const std::string& prefix) {
   nn::TensorDict out;
-  for (const auto& [k, v] : d) out.emplace_back(prefix + k, v);
+  for (const auto& [k, v] : d) out.emplace_back(prefix + k, v.to(Device::cpu()));
   return out;
 }
 nn::TensorDict with_prefix(const nn::TensorDict& d, const std::string& prefix) {
@@ -191,10 +192,15 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   std::vector<float> mean = fmnist ? std::vector<float>{0.2860f} : data::kCifar10Mean;
   std::vector<float> stdv = fmnist ? std::vector<float>{0.3530f} : data::kCifar10Std;
 
+  const Device device = checked_device(o.device, "train");
+  KILN_CHECK(device.is_cpu() || o.resume.empty(), "train: --resume with --device ", o.device,
+             " is not supported yet (the optimizer state loads on the host); resume with --device cpu");
   manual_seed(o.seed);
   auto model = models::create(o.model, o.width, train_set.images.size(1), 10, train_set.images.size(2));
   if (!o.init.empty()) model->load_state_dict(load_safetensors(o.init));
   if (!o.save_init.empty()) save_safetensors(o.save_init, model->state_dict(), {{"model", o.model}});
+  // Initialized (and loaded) on the host, then moved: the same weights on every device.
+  if (!device.is_cpu()) model->to(device);
 
   std::unique_ptr<optim::Optimizer> opt;
   double lr;
@@ -238,13 +244,14 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
 
   bool tty = !o.json && isatty(fileno(stderr));
   if (!o.json)
-    std::printf("training %s%s on %s: %lld train / %lld test images, batch %lld, %s lr %g, %lld epochs\n",
+    std::printf("training %s%s on %s: %lld train / %lld test images, batch %lld, %s lr %g, %lld epochs%s\n",
                 o.model.c_str(), o.model == "airbench" ? (" (width " + std::to_string(o.width) + ")").c_str() : "",
                 train_set.source.c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(batch), o.opt.c_str(), lr,
-                static_cast<long long>(o.epochs));
+                static_cast<long long>(o.epochs), device.is_cpu() ? "" : (", on " + device.str()).c_str());
 
   TrainResult result;
+  cuda::AllocatorStats after_first_epoch;  // CUDA: steady state is every epoch after the first
   double train_time = 0, eval_time_img = 0;
   int64_t train_images = 0;
   auto wall0 = Clock::now();
@@ -259,8 +266,8 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
       auto b = loader.next();
       if (!b) break;
       schedule->apply(*opt, epoch * steps_per_epoch + step);
-      Tensor logits = model->forward(b->images);
-      Tensor loss = cross_entropy(logits, b->labels, r.label_smoothing);
+      Tensor logits = model->forward(b->images.to(device));
+      Tensor loss = cross_entropy(logits, b->labels.to(device), r.label_smoothing);
       opt->zero_grad();
       loss.backward();
       opt->step();
@@ -275,7 +282,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     double secs = seconds_since(t0);
     train_time += secs;
     train_images += epoch_images;
-    EvalResult ev = evaluate(*model, test_set, mean, stdv, o.steps, o.workers);
+    EvalResult ev = evaluate(*model, test_set, mean, stdv, o.steps, o.workers, device);
     result.test_acc = ev.acc;
     eval_time_img = ev.img_per_s;
     double ips = static_cast<double>(epoch_images) / secs;
@@ -290,6 +297,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                   static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), mean_loss, 100 * ev.acc, ips,
                   ev.img_per_s, secs);
     std::fflush(stdout);
+    if (device.is_cuda() && epoch == first_epoch) after_first_epoch = cuda::allocator_stats(device.index);
     if (!o.save.empty()) {
       nn::TensorDict ck = prefixed(model->state_dict(), "model.");
       for (auto& kv : prefixed(opt->state_dict(), "optim.")) ck.push_back(kv);
@@ -299,6 +307,16 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     }
   }
   result.wall_s = seconds_since(wall0);
+  if (device.is_cuda() && !o.json) {
+    cuda::AllocatorStats st = cuda::allocator_stats(device.index);
+    std::printf("cuda allocator: %llu cudaMalloc / %llu cudaFree calls (%llu / %llu after the first epoch), "
+                "%llu of %llu allocations served from the cache, peak %.1f MiB, %.1f MiB reserved\n",
+                static_cast<unsigned long long>(st.num_cuda_mallocs), static_cast<unsigned long long>(st.num_cuda_frees),
+                static_cast<unsigned long long>(st.num_cuda_mallocs - after_first_epoch.num_cuda_mallocs),
+                static_cast<unsigned long long>(st.num_cuda_frees - after_first_epoch.num_cuda_frees),
+                static_cast<unsigned long long>(st.cache_hits), static_cast<unsigned long long>(st.num_allocs),
+                static_cast<double>(st.peak_allocated_bytes) / (1 << 20), static_cast<double>(st.reserved_bytes) / (1 << 20));
+  }
   result.train_img_per_s = train_time > 0 ? static_cast<double>(train_images) / train_time : 0;
   result.eval_img_per_s = eval_time_img;
   return result;
@@ -338,8 +356,17 @@ void load_fashion_mnist(const std::string& explicit_dir, data::ImageDataset& tra
   test_set = data::load_fashion_mnist(dir, false);
 }
 
+Device checked_device(const std::string& name, const char* command) {
+  Device d = Device::parse(name);
+  if (d.is_cuda())
+    KILN_CHECK(cuda::is_available(), command, " --device ", name, ": ", cuda::unavailable_reason(),
+               "; run it on a machine with an NVIDIA GPU, or use --device cpu");
+  return d;
+}
+
 int run_train(const TrainOptions& o) {
   recipe_for(o.model);  // validates the name before any data is loaded
+  checked_device(o.device, "train");  // and the device: no GPU must not cost a data import
   check_output_path("--save", o.save);
   check_output_path("--save-init", o.save_init);
   check_input_path("--resume", o.resume);

@@ -24,6 +24,7 @@ struct TrainOptions {
   int workers = 2;
   std::string data_dir;  // Fashion-MNIST's directory; empty: data::find_fashion_mnist_dir's order
   std::string profile;   // Chrome trace file; empty: $KILN_PROFILE, else no profile
+  std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
 };
 
 struct TrainResult {

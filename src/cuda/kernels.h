@@ -29,7 +29,7 @@ enum class PointwiseOp : uint8_t {
   // updates of optimizers: a + p0*b*c, a + p0*b/c, lerp(a, b, p0)
   AddCMul, AddCDiv, Lerp,
   // unary
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh, Clamp /* [p0, p1] */,
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh, Erf, Clamp /* [p0, p1] */,
   // comparisons (bool output)
   Eq, Ne, Lt, Le, Gt, Ge, LogicalNot,
   // where(cond, a, b)
@@ -129,5 +129,104 @@ struct ArgmaxCall {
   cudaStream_t stream = nullptr;
 };
 void launch_argmax(const ArgmaxCall& c);  // argmax.cu
+
+}  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// Pooling over the planes of dense [N*C, H, W] inputs, windows and divisors
+// as the CPU kernels (src/ops/pool.cpp) compute them. dtype: any float; the
+// arithmetic is float32 (float64 for Float64).
+struct PoolCall {
+  const void* in = nullptr;   // forward: x; backward: grad_out
+  void* out = nullptr;        // forward: y; backward: grad_in (the caller zero-fills it)
+  int64_t* indices = nullptr;  // max pool: forward writes them, backward reads them
+  int64_t* bad = nullptr;      // max pool backward: [seen, index] of an index outside the plane
+  Scalar dtype = Scalar::Float32;
+  int64_t planes = 1, H = 1, W = 1, OH = 1, OW = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool count_include_pad = true;
+  cudaStream_t stream = nullptr;
+};
+void launch_max_pool(const PoolCall& c);           // pool.cu
+void launch_max_pool_backward(const PoolCall& c);  // out: Float32 or Float64 (atomic adds)
+void launch_avg_pool(const PoolCall& c);
+void launch_avg_pool_backward(const PoolCall& c);  // out: Float32 or Float64 (atomic adds)
+
+// Batch norm over a dense [N, C, HW] input x (any float dtype), statistics
+// in float64. Per channel c (all [C] arrays are float64):
+//   stats:    mean[c], var[c] (biased) of x over N and HW
+//   backward: sum_g[c] = sum g, sum_gd[c] = sum g * (x - mean[c])
+//   apply:    out = k1[c] * (g or x) + k2[c] * x + k3[c]  (the forward uses k1 on x, k2 = 0)
+struct BatchNormCall {
+  const void* x = nullptr;
+  const void* g = nullptr;  // backward: grad_out (same dtype as x)
+  void* out = nullptr;      // apply: y or grad_x (x's dtype)
+  double* mean = nullptr;
+  double* var = nullptr;
+  double* sum_g = nullptr;
+  double* sum_gd = nullptr;
+  const double* k1 = nullptr;
+  const double* k2 = nullptr;
+  const double* k3 = nullptr;
+  double* scratch = nullptr;  // batch_norm_scratch_doubles(c) doubles
+  Scalar dtype = Scalar::Float32;
+  int64_t N = 1, C = 1, HW = 1;
+  int num_sms = 132;
+  cudaStream_t stream = nullptr;
+};
+int64_t batch_norm_scratch_doubles(const BatchNormCall& c);
+void launch_batch_norm_stats(const BatchNormCall& c);     // norm.cu
+void launch_batch_norm_grad_sums(const BatchNormCall& c);
+void launch_batch_norm_apply(const BatchNormCall& c);
+
+// Indexing over [outer, D, inner] views of dense tensors, elements moved as
+// raw words of `itemsize` bytes (1, 2, 4 or 8). Indices are int64, negative
+// ones counted from the end; one outside [-D, D) sets bad[0] = 1, bad[1] = it.
+struct IndexCall {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  const int64_t* index = nullptr;
+  int64_t* bad = nullptr;
+  Scalar dtype = Scalar::Float32;  // index_add / scatter_add: the element type added
+  int itemsize = 4;
+  int64_t outer = 1, D = 1, inner = 1, K = 1;  // K indices (index_select / index_add)
+  // gather / scatter_add: index (and src for scatter) dense with `sizes`;
+  // the indexed tensor has `strides` (its own along `dim`).
+  int nd = 0;
+  int dim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+  int64_t numel = 0;
+  cudaStream_t stream = nullptr;
+};
+void launch_index_select(const IndexCall& c);  // dst[o, k, i] = src[o, index[k], i]; index.cu
+void launch_index_add(const IndexCall& c);     // dst[o, index[k], i] += src[o, k, i]
+void launch_gather(const IndexCall& c);        // dst[p] = src[p with p[dim] = index[p]]
+void launch_scatter_add(const IndexCall& c);   // dst[p with p[dim] = index[p]] += src[p]
+void launch_one_hot(const IndexCall& c);       // dst[i, index[i]] = 1 (dst int64, zero-filled; D classes)
+
+// Random draws from the Philox stream (ops/philox.h) exactly as the CPU
+// kernels draw them: element i takes word i % 4 of counter offset + i / 4
+// (two words of counter offset + i / 2 for 64-bit draws).
+enum class RandomOp : uint8_t { Rand, Randn, Randint, Bernoulli, Dropout, Arange };
+struct RandomCall {
+  RandomOp op = RandomOp::Rand;
+  void* out = nullptr;
+  const void* in = nullptr;  // bernoulli: p; dropout: x (dense, out's dtype)
+  bool* mask = nullptr;      // dropout
+  int64_t* bad = nullptr;    // bernoulli: a probability outside [0, 1]
+  Scalar dtype = Scalar::Float32;
+  int64_t n = 0;
+  uint64_t seed = 0, offset = 0;
+  int64_t low = 0;
+  uint64_t range = 1;           // randint
+  uint32_t keep_threshold = 0;  // dropout: keep when word < threshold (or keep_all)
+  bool keep_all = false;
+  double scale = 1.0;                // dropout
+  double start = 0.0, step = 1.0;  // arange
+  cudaStream_t stream = nullptr;
+};
+void launch_random(const RandomCall& c);  // random.cu
 
 }  // namespace kiln::cuda

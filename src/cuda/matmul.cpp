@@ -9,6 +9,8 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -112,6 +114,80 @@ struct Layout {
   Layout& operator=(const Layout&) = delete;
 };
 
+// The largest power of two (up to 256) dividing a pointer: cuBLASLt's
+// heuristics assume 256-byte-aligned operands unless told, and a sliced
+// operand may be less aligned.
+uint32_t alignment(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
+}
+
+// Everything a cuBLASLt heuristic answer depends on: device, dtype,
+// operand shapes, strides, batch and pointer alignments.
+using PlanKey = std::array<int64_t, 18>;
+
+// The descriptors and the algorithm of one matmul shape, asked once: the
+// heuristic costs tens of microseconds, as much as a small product.
+struct MatmulPlan {
+  cublasLtMatmulDesc_t op_desc = nullptr;
+  std::unique_ptr<Layout> la, lb, lc;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+  MatmulPlan() = default;
+  MatmulPlan(const MatmulPlan&) = delete;
+  MatmulPlan& operator=(const MatmulPlan&) = delete;
+  ~MatmulPlan() {
+    if (op_desc) cublasLtMatmulDescDestroy(op_desc);
+  }
+};
+
+const MatmulPlan& plan_for(cublasLtHandle_t handle, const PlanKey& k, cudaDataType_t data_type,
+                           cublasComputeType_t compute, cudaDataType_t scale_type) {
+  static std::map<PlanKey, std::unique_ptr<MatmulPlan>> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(k);
+  if (it != cache.end()) return *it->second;
+  auto p = std::make_unique<MatmulPlan>();
+  const auto opA = static_cast<cublasOperation_t>(k[2]), opB = static_cast<cublasOperation_t>(k[3]);
+  const int batch = static_cast<int>(k[14]);
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op_desc, compute, scale_type));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op_desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op_desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  p->la = std::make_unique<Layout>(data_type, static_cast<uint64_t>(k[4]), static_cast<uint64_t>(k[5]), k[6], batch,
+                                   k[7]);
+  p->lb = std::make_unique<Layout>(data_type, static_cast<uint64_t>(k[8]), static_cast<uint64_t>(k[9]), k[10], batch,
+                                   k[11]);
+  const int64_t N = k[12], rows_c = k[13];
+  p->lc = std::make_unique<Layout>(data_type, static_cast<uint64_t>(N), static_cast<uint64_t>(rows_c), N, batch,
+                                   rows_c * N);
+  cublasLtMatmulPreference_t pref = nullptr;
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } pref_guard{pref};
+  size_t ws = kWorkspaceBytes;
+  KILN_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t align_a = static_cast<uint32_t>(k[15]), align_b = static_cast<uint32_t>(k[16]);
+  const uint32_t align_c = static_cast<uint32_t>(k[17]);
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                         sizeof(align_a)));
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                         sizeof(align_b)));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align_c, sizeof(align_c)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  KILN_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p->op_desc, p->la->desc, p->lb->desc, p->lc->desc,
+                                                   p->lc->desc, pref, 1, &result, &found));
+  p->found = found > 0;
+  p->algo = result.algo;
+  return *cache.emplace(k, std::move(p)).first->second;
+}
+
 }  // namespace
 
 void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
@@ -157,42 +233,23 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
 
   const int device = c.device().index;
   DeviceBlas& blas = blas_for(device);
-  cublasLtMatmulDesc_t op_desc = nullptr;
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_desc, compute, scale_type));
-  struct DescGuard {
-    cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-  } desc_guard{op_desc};
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_desc, CUBLASLT_MATMUL_DESC_TRANSA, &A.op, sizeof(A.op)));
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_desc, CUBLASLT_MATMUL_DESC_TRANSB, &Bop.op, sizeof(Bop.op)));
-
-  Layout la(data_type, A.rows, A.cols, A.ld, batch_count, A.batch_stride);
-  Layout lb(data_type, Bop.rows, Bop.cols, Bop.ld, batch_count, Bop.batch_stride);
-  Layout lc(data_type, static_cast<uint64_t>(N), static_cast<uint64_t>(rows_c), N, batch_count, rows_c * N);
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  struct PrefGuard {
-    cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-  } pref_guard{pref};
-  size_t ws = kWorkspaceBytes;
-  KILN_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  KILN_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(blas.handle, op_desc, la.desc, lb.desc, lc.desc, lc.desc, pref, 1, &result, &found));
-  KILN_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for ", dtype_name(dt), shape_str(a.shape()), " x ",
-             shape_str(b.shape()), "; make the operands contiguous or compute on the CPU");
-
+  const PlanKey key{device, static_cast<int64_t>(dt), A.op, Bop.op, static_cast<int64_t>(A.rows),
+                    static_cast<int64_t>(A.cols), A.ld, A.batch_stride, static_cast<int64_t>(Bop.rows),
+                    static_cast<int64_t>(Bop.cols), Bop.ld, Bop.batch_stride, N, rows_c, batch_count,
+                    alignment(A.data), alignment(Bop.data), alignment(c.data_ptr())};
+  const MatmulPlan& plan = plan_for(blas.handle, key, data_type, compute, scale_type);
+  if (!plan.found) {
+    KILN_FAIL("matmul: cuBLASLt has no algorithm for ", dtype_name(dt), shape_str(a.shape()), " x ",
+              shape_str(b.shape()), "; make the operands contiguous or compute on the CPU");
+  }
+  const size_t ws = kWorkspaceBytes;
   const double alpha64 = 1.0, beta64 = 0.0;
   const float alpha32 = 1.0f, beta32 = 0.0f;
   const void* alpha = scale_type == CUDA_R_64F ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = scale_type == CUDA_R_64F ? static_cast<const void*>(&beta64) : &beta32;
-  KILN_CUBLAS_CHECK(cublasLtMatmul(blas.handle, op_desc, alpha, A.data, la.desc, Bop.data, lb.desc, beta, c.data_ptr(),
-                                   lc.desc, c.data_ptr(), lc.desc, &result.algo, blas.workspace.data_ptr(), ws,
-                                   stream_for(device)));
+  KILN_CUBLAS_CHECK(cublasLtMatmul(blas.handle, plan.op_desc, alpha, A.data, plan.la->desc, Bop.data, plan.lb->desc,
+                                   beta, c.data_ptr(), plan.lc->desc, c.data_ptr(), plan.lc->desc, &plan.algo,
+                                   blas.workspace.data_ptr(), ws, stream_for(device)));
 }
 
 }  // namespace kiln::cuda

@@ -13,6 +13,7 @@
 #include "cuda/backend.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/ops_common.h"
 #include "kiln/cuda.h"
 #include "kiln/ops.h"
 #include "ops/op_def.h"
@@ -20,8 +21,6 @@
 namespace kiln::cuda {
 
 void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a);  // matmul.cpp
-
-namespace {
 
 static_assert(static_cast<int>(Scalar::Float64) == static_cast<int>(DType::Float64) &&
                   static_cast<int>(Scalar::Float16) == static_cast<int>(DType::Float16) &&
@@ -133,18 +132,17 @@ Tensor converted(const Tensor& t, DType dt) {
   return r;
 }
 
-// Runs body(y) with y = out when out has the compute dtype, else with a
-// float32 temporary that is then converted into out.
-template <typename Body>
-void with_compute_output(const Tensor& out, DType cd, Body body) {
-  if (out.dtype() == cd) {
-    body(out);
-    return;
+int multiprocessors(int device) {
+  static int cached[64] = {};
+  if (cached[device] == 0) {
+    int n = 0;
+    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "sum");
+    cached[device] = std::max(n, 1);
   }
-  Tensor y = Tensor::empty(out.shape(), cd, out.device());
-  body(y);
-  cast_into(y, out);
+  return cached[device];
 }
+
+namespace {
 
 // ---- kernels ----
 
@@ -256,16 +254,6 @@ void slice_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a)
 }
 
 // ---- sum / mean ----
-
-int multiprocessors(int device) {
-  static int cached[64] = {};
-  if (cached[device] == 0) {
-    int n = 0;
-    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "sum");
-    cached[device] = std::max(n, 1);
-  }
-  return cached[device];
-}
 
 // sum, mean (scaled sum), amax, amin of x over dims into out.
 void reduce_into(const Tensor& x_in, const std::vector<int64_t>& dims_attr, const Tensor& out, ReduceOp op,
@@ -473,14 +461,6 @@ void nll_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   });
 }
 
-// Every CUDA kernel runs on its output's device, with autograd off for the
-// ops it calls on the way (views, contiguous copies).
-template <KernelFn F>
-void on_device(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  DeviceGuard g(out[0].device().index);
-  F(in, out, a);
-}
-
 }  // namespace
 
 void register_cuda_kernels() {
@@ -510,6 +490,7 @@ void register_cuda_kernels() {
       {OpId::gelu_backward, on_device<gelu_backward_kernel>},
       {OpId::sigmoid, on_device<unary_kernel<Sigmoid>>},
       {OpId::tanh, on_device<unary_kernel<Tanh>>},
+      {OpId::erf, on_device<unary_kernel<Erf>>},
       {OpId::clamp, on_device<clamp_kernel>},
       {OpId::where, on_device<where_kernel>},
       {OpId::eq, on_device<compare_kernel<Eq>>},
@@ -544,6 +525,7 @@ void register_cuda_kernels() {
       {OpId::lerp_, on_device<update_kernel<Lerp>>},
   };
   for (const Entry& e : entries) register_kernel(e.id, kCuda, e.fn);
+  register_nn_kernels();
 }
 
 }  // namespace kiln::cuda

@@ -1,10 +1,10 @@
-// kiln's pointwise ops on CUDA: one functor per op (the same scalar math as
-// the CPU's scalar loops in src/ops/pointwise.cpp) run by the shared
+// kiln's pointwise ops on CUDA: one functor per op (the scalar math of
+// ops/scalar_math.h, which the CPU's scalar loops use too) run by the shared
 // elementwise loop of loop.cuh, for each compute dtype the op allows.
 #include <cmath>
 
 #include "cuda/loop.cuh"
-#include "ops/int_pow.h"
+#include "ops/scalar_math.h"
 
 namespace kiln::cuda {
 
@@ -22,71 +22,24 @@ int multiprocessor_count() {
 
 namespace {
 
-template <typename T>
-constexpr bool kFloat = std::is_floating_point_v<T>;
-
-__device__ inline float fexp(float x) { return expf(x); }
-__device__ inline double fexp(double x) { return ::exp(x); }
-__device__ inline float flog(float x) { return logf(x); }
-__device__ inline double flog(double x) { return ::log(x); }
-__device__ inline float fsqrt(float x) { return sqrtf(x); }
-__device__ inline double fsqrt(double x) { return ::sqrt(x); }
-__device__ inline float ftanh(float x) { return tanhf(x); }
-__device__ inline double ftanh(double x) { return ::tanh(x); }
-__device__ inline float ferf(float x) { return erff(x); }
-__device__ inline double ferf(double x) { return ::erf(x); }
-__device__ inline float fpow(float a, float b) { return powf(a, b); }
-__device__ inline double fpow(double a, double b) { return ::pow(a, b); }
-
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kGeluKappa = 0.044715;
-
-template <typename T>
-__device__ inline T gelu(T x, bool tanh_approx) {
-  if (tanh_approx) return T(0.5) * x * (T(1) + ftanh(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x)));
-  return T(0.5) * x * (T(1) + ferf(x * T(kSqrt1_2)));
-}
-template <typename T>
-__device__ inline T gelu_backward(T g, T x, bool tanh_approx) {
-  if (tanh_approx) {
-    T x2 = x * x;
-    T t = ftanh(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x2 * x));
-    T left = T(0.5) * x, right = T(1) + t;
-    T right_d = left * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x2);
-    return g * (T(0.5) * right + right_d);
-  }
-  T cdf = T(0.5) * (T(1) + ferf(x * T(kSqrt1_2)));
-  T pdf = T(kInvSqrt2Pi) * fexp(T(-0.5) * x * x);
-  return g * (cdf + x * pdf);
-}
-
+// The formulas are in ops/scalar_math.h (compiled __host__ __device__ here),
+// shared with the CPU's scalar loops and the code generators.
 template <PointwiseOp Op>
 struct Binary {
   double p0 = 0;
   template <typename T>
   __device__ T operator()(T a, T b) const {
-    if constexpr (Op == PointwiseOp::Add) return static_cast<T>(a + b);
-    else if constexpr (Op == PointwiseOp::Sub) return static_cast<T>(a - b);
-    else if constexpr (Op == PointwiseOp::Mul) return static_cast<T>(a * b);
-    else if constexpr (Op == PointwiseOp::Div) return a / b;
-    else if constexpr (Op == PointwiseOp::AddScaled) return static_cast<T>(a + static_cast<T>(p0) * b);
-    else if constexpr (Op == PointwiseOp::Pow) {
-      if constexpr (kFloat<T>) return fpow(a, b);
-      else return int_pow(a, b);
-    } else if constexpr (Op == PointwiseOp::Maximum || Op == PointwiseOp::Minimum) {
-      if constexpr (kFloat<T>) {
-        if (isnan(a)) return a;
-        if (isnan(b)) return b;
-      }
-      if constexpr (Op == PointwiseOp::Maximum) return a < b ? b : a;
-      else return b < a ? b : a;
-    } else if constexpr (Op == PointwiseOp::Lerp) {
-      const T w = static_cast<T>(p0);  // PyTorch's formula: exact at weight 0 and 1
-      return (w < T(0.5) && w > T(-0.5)) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
-    } else if constexpr (Op == PointwiseOp::GeluBackwardErf) return gelu_backward(a, b, false);
-    else return gelu_backward(a, b, true);
+    if constexpr (Op == PointwiseOp::Add) return scalar::add(a, b);
+    else if constexpr (Op == PointwiseOp::Sub) return scalar::sub(a, b);
+    else if constexpr (Op == PointwiseOp::Mul) return scalar::mul(a, b);
+    else if constexpr (Op == PointwiseOp::Div) return scalar::div(a, b);
+    else if constexpr (Op == PointwiseOp::AddScaled) return scalar::add_update(a, b, static_cast<T>(p0));
+    else if constexpr (Op == PointwiseOp::Pow) return scalar::pow(a, b);
+    else if constexpr (Op == PointwiseOp::Maximum) return scalar::maximum(a, b);
+    else if constexpr (Op == PointwiseOp::Minimum) return scalar::minimum(a, b);
+    else if constexpr (Op == PointwiseOp::Lerp) return scalar::lerp_update(a, b, static_cast<T>(p0));
+    else if constexpr (Op == PointwiseOp::GeluBackwardErf) return scalar::gelu_backward(a, b, false);
+    else return scalar::gelu_backward(a, b, true);
   }
 };
 
@@ -95,33 +48,20 @@ struct Unary {
   double p0 = 0, p1 = 0;
   template <typename T>
   __device__ T operator()(T x) const {
-    if constexpr (Op == PointwiseOp::Neg) return static_cast<T>(-x);
-    else if constexpr (Op == PointwiseOp::Exp) return fexp(x);
-    else if constexpr (Op == PointwiseOp::Log) return flog(x);
-    else if constexpr (Op == PointwiseOp::Sqrt) return fsqrt(x);
-    else if constexpr (Op == PointwiseOp::Rsqrt) return T(1) / fsqrt(x);
-    else if constexpr (Op == PointwiseOp::Sigmoid) return T(1) / (T(1) + fexp(-x));
-    else if constexpr (Op == PointwiseOp::Tanh) return ftanh(x);
-    else if constexpr (Op == PointwiseOp::GeluErf) return gelu(x, false);
-    else if constexpr (Op == PointwiseOp::GeluTanh) return gelu(x, true);
-    else if constexpr (Op == PointwiseOp::Abs) {
-      if constexpr (std::is_unsigned_v<T>) return x;
-      else return x < T(0) ? static_cast<T>(-x) : x;
-    } else if constexpr (Op == PointwiseOp::Sign) {
-      if constexpr (std::is_same_v<T, bool>) return x;
-      else if constexpr (std::is_unsigned_v<T>) return static_cast<T>(x > T(0));
-      else return static_cast<T>((T(0) < x) - (x < T(0)));
-    } else if constexpr (Op == PointwiseOp::Relu) {
-      if constexpr (std::is_unsigned_v<T>) return x;
-      else return x < T(0) ? T(0) : x;  // NaN stays NaN
-    } else {  // Clamp
-      if constexpr (kFloat<T>) {
-        if (isnan(x)) return x;
-      }
-      const T lo = static_cast<T>(p0), hi = static_cast<T>(p1);
-      const T r = x < lo ? lo : x;
-      return hi < r ? hi : r;
-    }
+    if constexpr (Op == PointwiseOp::Neg) return scalar::neg(x);
+    else if constexpr (Op == PointwiseOp::Exp) return scalar::exp(x);
+    else if constexpr (Op == PointwiseOp::Log) return scalar::log(x);
+    else if constexpr (Op == PointwiseOp::Sqrt) return scalar::sqrt(x);
+    else if constexpr (Op == PointwiseOp::Rsqrt) return scalar::rsqrt(x);
+    else if constexpr (Op == PointwiseOp::Sigmoid) return scalar::sigmoid(x);
+    else if constexpr (Op == PointwiseOp::Tanh) return scalar::tanh(x);
+    else if constexpr (Op == PointwiseOp::Erf) return scalar::erf(x);
+    else if constexpr (Op == PointwiseOp::GeluErf) return scalar::gelu(x, false);
+    else if constexpr (Op == PointwiseOp::GeluTanh) return scalar::gelu(x, true);
+    else if constexpr (Op == PointwiseOp::Abs) return scalar::abs(x);
+    else if constexpr (Op == PointwiseOp::Sign) return scalar::sign(x);
+    else if constexpr (Op == PointwiseOp::Relu) return scalar::relu(x);
+    else return scalar::clamp(x, static_cast<T>(p0), static_cast<T>(p1));
   }
 };
 
@@ -131,8 +71,8 @@ struct Ternary {
   double p0 = 0;
   template <typename T>
   __device__ T operator()(T s, T a, T b) const {
-    if constexpr (Op == PointwiseOp::AddCMul) return static_cast<T>(s + static_cast<T>(p0) * a * b);
-    else return static_cast<T>(s + static_cast<T>(p0) * a / b);
+    if constexpr (Op == PointwiseOp::AddCMul) return scalar::addcmul_update(s, a, b, static_cast<T>(p0));
+    else return scalar::addcdiv_update(s, a, b, static_cast<T>(p0));
   }
 };
 
@@ -140,25 +80,25 @@ template <PointwiseOp Op>
 struct Compare {
   template <typename T>
   __device__ bool operator()(T a, T b) const {
-    if constexpr (Op == PointwiseOp::Eq) return a == b;
-    else if constexpr (Op == PointwiseOp::Ne) return a != b;
-    else if constexpr (Op == PointwiseOp::Lt) return a < b;
-    else if constexpr (Op == PointwiseOp::Le) return a <= b;
-    else if constexpr (Op == PointwiseOp::Gt) return a > b;
-    else return a >= b;
+    if constexpr (Op == PointwiseOp::Eq) return scalar::eq(a, b);
+    else if constexpr (Op == PointwiseOp::Ne) return scalar::ne(a, b);
+    else if constexpr (Op == PointwiseOp::Lt) return scalar::lt(a, b);
+    else if constexpr (Op == PointwiseOp::Le) return scalar::le(a, b);
+    else if constexpr (Op == PointwiseOp::Gt) return scalar::gt(a, b);
+    else return scalar::ge(a, b);
   }
 };
 
 struct LogicalNotF {
   template <typename T>
   __device__ bool operator()(T x) const {
-    return x == T(0);
+    return scalar::logical_not(x);
   }
 };
 struct WhereF {
   template <typename T>
   __device__ T operator()(bool c, T a, T b) const {
-    return c ? a : b;
+    return scalar::where(c, a, b);
   }
 };
 
@@ -230,6 +170,7 @@ void launch_pointwise(const PointwiseCall& c) {
     case GeluTanh: return unary<GeluTanh, Float>(c);
     case Sigmoid: return unary<Sigmoid, Float>(c);
     case Tanh: return unary<Tanh, Float>(c);
+    case Erf: return unary<Erf, Float>(c);
     case Clamp: return unary<Clamp, NoBool>(c);
     case Eq: return compare<Eq>(c);
     case Ne: return compare<Ne>(c);

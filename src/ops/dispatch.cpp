@@ -49,6 +49,7 @@ Registry& registry() {
     register_factory_ops();
     register_inplace_ops();
     register_device_ops();
+    register_decompositions();
     cuda::register_cuda_kernels();  // a no-op in a build without CUDA
     return registry_storage();
   }();
@@ -80,6 +81,13 @@ void register_kernel(OpId id, DeviceType device, KernelFn kernel) {
   int i = static_cast<int>(id);
   KILN_ASSERT(r.defined[i], "register_kernel: op '", op_name(id), "' must be defined before a backend adds kernels");
   r.defs[i].kernels[static_cast<int>(device)] = kernel;
+}
+
+void register_decomposition(OpId id, DecomposeFn decompose) {
+  Registry& r = registry_storage();
+  int i = static_cast<int>(id);
+  KILN_ASSERT(r.defined[i], "register_decomposition: op '", op_name(id), "' must be defined first");
+  r.defs[i].decompose = decompose;
 }
 
 const OpDef& op_def(OpId id) {

@@ -16,6 +16,7 @@
 #include "ops/cpu/loops.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
+#include "ops/philox.h"
 
 namespace kiln {
 namespace {
@@ -76,12 +77,9 @@ void arange_kernel(TensorSpan, std::span<Tensor> out, const Attrs& a) {
 }
 
 // ---- random helpers ----
-inline double unit_double(uint32_t hi, uint32_t lo) {  // [0, 1), 53 bits
-  uint64_t v = (static_cast<uint64_t>(hi) << 32 | lo) >> 11;
-  return static_cast<double>(v) * (1.0 / 9007199254740992.0);
-}
-// (0, 1]: safe for log().
-inline float unit_float_open0(uint32_t x) { return static_cast<float>((x >> 8) + 1) * (1.0f / 16777216.0f); }
+// The word conversions are ops/philox.h's, shared with the CUDA kernels.
+inline double unit_double(uint32_t hi, uint32_t lo) { return philox_unit_double(hi, lo); }  // [0, 1), 53 bits
+inline float unit_float_open0(uint32_t x) { return philox_unit_float_open0(x); }          // (0, 1]
 
 // The one walk over a random stream that every random kernel uses: `Per`
 // consecutive elements (4 for 32-bit draws, 2 for 64-bit ones) share the

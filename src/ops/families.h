@@ -16,4 +16,6 @@ void register_index_ops();
 void register_factory_ops();
 void register_inplace_ops();
 void register_device_ops();
+// Not a family: the decompositions of ops that keep an eager kernel.
+void register_decompositions();
 }  // namespace kiln

@@ -64,7 +64,7 @@ Tensors cat_back(const BackwardCtx& c, TensorSpan g) {
   for (size_t i = 0; i < c.input_metas.size(); ++i) {
     const Shape& s = c.input_metas[i].shape;
     if (s.size() == 1 && s[0] == 0) {
-      if (c.needs_grad[i]) out[i] = zeros({0}, dtype(gr.dtype()));
+      if (c.needs_grad[i]) out[i] = zeros({0}, dtype(gr.dtype()).with_device(gr.device()));
       continue;
     }
     if (c.needs_grad[i]) out[i] = gr.slice(d, off, off + s[d]);
@@ -145,7 +145,7 @@ void index_select_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 Tensors index_select_back(const BackwardCtx& c, TensorSpan g) {
   const TensorMeta& m = c.input_metas[0];
   int64_t d = c.attrs.i("dim");
-  return {index_add(zeros(m.shape, dtype(g[0].dtype())), d, c.inputs[1], g[0]), Tensor()};
+  return {index_add(zeros(m.shape, dtype(g[0].dtype()).with_device(g[0].device())), d, c.inputs[1], g[0]), Tensor()};
 }
 
 // ---- index_add: out = x; out[index[k]] += source[k] along dim ----
@@ -270,7 +270,7 @@ void gather_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }
 Tensors gather_back(const BackwardCtx& c, TensorSpan g) {
   const TensorMeta& m = c.input_metas[0];
-  return {scatter_add(zeros(m.shape, dtype(g[0].dtype())), c.attrs.i("dim"), c.inputs[1], g[0]), Tensor()};
+  return {scatter_add(zeros(m.shape, dtype(g[0].dtype()).with_device(g[0].device())), c.attrs.i("dim"), c.inputs[1], g[0]), Tensor()};
 }
 
 std::vector<TensorMeta> scatter_add_infer(TensorSpan in, const Attrs& a) {

@@ -6,7 +6,8 @@
 //
 // Other inputs are converted to self's dtype before the loop (after checking
 // that the promoted result could be cast to it, as PyTorch does); float32
-// rows run the vectorized updates of ops/cpu/pointwise_f32.h.
+// rows run the vectorized updates of ops/cpu/pointwise_f32.h, other rows the
+// formulas of ops/scalar_math.h.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -16,6 +17,7 @@
 #include "ops/cpu/pointwise_util.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
+#include "ops/scalar_math.h"
 
 namespace kiln {
 namespace {
@@ -180,7 +182,7 @@ void add_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
       const cpu::F32Kernels& k = cpu::f32_kernels();
       float fal = static_cast<float>(alpha);
       update1<T>(
-          self, x, [al](T s, T v) { return static_cast<T>(s + al * v); },
+          self, x, [al](T s, T v) { return scalar::add_update(s, v, al); },
           [&](float* s, const float* v, int64_t sv, int64_t n) { k.add_(s, v, sv, fal, n); });
     });
   });
@@ -197,7 +199,7 @@ void mul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
     cpu::visit_compute_dtype(cd, [&]<typename T>() {
       const cpu::F32Kernels& k = cpu::f32_kernels();
       update1<T>(
-          self, x, [](T s, T v) { return static_cast<T>(s * v); },
+          self, x, [](T s, T v) { return scalar::mul_update(s, v); },
           [&](float* s, const float* v, int64_t sv, int64_t n) { k.mul_(s, v, sv, n); });
     });
   });
@@ -226,8 +228,8 @@ void addc_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
       const cpu::F32Kernels& k = cpu::f32_kernels();
       float fval = static_cast<float>(value);
       auto scalar = [val](T s, T u, T v) {
-        if constexpr (Div) return static_cast<T>(s + val * u / v);
-        else return static_cast<T>(s + val * u * v);
+        if constexpr (Div) return scalar::addcdiv_update(s, u, v, val);
+        else return scalar::addcmul_update(s, u, v, val);
       };
       update2<T>(self, x, y, scalar, [&](float* s, const float* u, int64_t su, const float* v, int64_t sv, int64_t n) {
         if constexpr (Div) k.addcdiv_(s, u, su, v, sv, fval, n);
@@ -253,10 +255,7 @@ void lerp_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
       const cpu::F32Kernels& k = cpu::f32_kernels();
       update1<T>(
           self, e,
-          [tw](T s, T v) {
-            // PyTorch's formula: exact at weight 0 and 1.
-            return std::abs(tw) < T(0.5) ? s + tw * (v - s) : v - (v - s) * (T(1) - tw);
-          },
+          [tw](T s, T v) { return scalar::lerp_update(s, v, tw); },
           [&](float* s, const float* v, int64_t sv, int64_t n) { k.lerp_(s, v, sv, static_cast<float>(w), n); });
     });
   });

@@ -24,7 +24,7 @@ constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 // Bump when ops.def grows, so an added op is a deliberate, reviewed change.
-static_assert(kNumOps == 92, "ops.def changed: update this count and give the new op a definition");
+static_assert(kNumOps == 93, "ops.def changed: update this count and give the new op a definition");
 
 enum class OpKind : uint8_t { Pointwise, Reduction, View, Extern, Random, Composite, Factory, Inplace, Other };
 
@@ -137,6 +137,10 @@ void define_op(const OpDef& def);
 // Adds (or replaces) the kernel of an already defined op for one device type:
 // how a backend (src/cuda/) adds kernels without editing the family files.
 void register_kernel(OpId id, DeviceType device, KernelFn kernel);
+// Sets the decomposition into primitive ops of an already defined op that
+// keeps its eager kernel: the compiler expands the op with it, eager dispatch
+// does not (ops/decompositions.cpp).
+void register_decomposition(OpId id, DecomposeFn decompose);
 const OpDef& op_def(OpId id);
 // Every op in ops.def defined with what its kind needs; returns the problems
 // (the ops_table test requires none).

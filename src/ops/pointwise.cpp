@@ -17,8 +17,8 @@
 #include "ops/cpu/pointwise_f32.h"
 #include "ops/cpu/pointwise_util.h"
 #include "ops/families.h"
-#include "ops/int_pow.h"
 #include "ops/op_def.h"
+#include "ops/scalar_math.h"
 
 namespace kiln {
 namespace {
@@ -150,69 +150,19 @@ std::vector<TensorMeta> cast_infer(TensorSpan in, const Attrs& a) {
 // Scalar functors (every dtype; float32 rows that cannot vectorize use them too)
 // ---------------------------------------------------------------------------
 
-template <typename T>
-constexpr bool kIsFloat = std::is_floating_point_v<T>;
+// The formulas are in ops/scalar_math.h (shared with CUDA and the code
+// generators); these functors pick one per op for the loops.
+struct AddF { template <typename T> T operator()(T a, T b) const { return scalar::add(a, b); } };
+struct SubF { template <typename T> T operator()(T a, T b) const { return scalar::sub(a, b); } };
+struct MulF { template <typename T> T operator()(T a, T b) const { return scalar::mul(a, b); } };
+struct DivF { template <typename T> T operator()(T a, T b) const { return scalar::div(a, b); } };
+struct PowF { template <typename T> T operator()(T a, T b) const { return scalar::pow(a, b); } };
+struct MaximumF { template <typename T> T operator()(T a, T b) const { return scalar::maximum(a, b); } };
+struct MinimumF { template <typename T> T operator()(T a, T b) const { return scalar::minimum(a, b); } };
 
-struct AddF { template <typename T> T operator()(T a, T b) const { return static_cast<T>(a + b); } };
-struct SubF { template <typename T> T operator()(T a, T b) const { return static_cast<T>(a - b); } };
-struct MulF { template <typename T> T operator()(T a, T b) const { return static_cast<T>(a * b); } };
-struct DivF { template <typename T> T operator()(T a, T b) const { return a / b; } };
-struct PowF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return std::pow(a, b);
-    else return int_pow(a, b);
-  }
-};
-struct MaximumF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) {
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-    }
-    return a < b ? b : a;
-  }
-};
-struct MinimumF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) {
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-    }
-    return b < a ? b : a;
-  }
-};
-
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kGeluKappa = 0.044715;
-
-template <typename T>
-T gelu_scalar(T x, bool tanh_approx) {
-  if (tanh_approx) {
-    T inner = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
-  }
-  return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
-}
-template <typename T>
-T gelu_backward_scalar(T g, T x, bool tanh_approx) {
-  if (tanh_approx) {
-    T x2 = x * x;
-    T inner = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x2 * x);
-    T t = std::tanh(inner);
-    T left = T(0.5) * x, right = T(1) + t;
-    T left_d = T(0.5) * right;
-    T right_d = left * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x2);
-    return g * (left_d + right_d);
-  }
-  T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
-  T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
-  return g * (cdf + x * pdf);
-}
+using scalar::kGeluKappa;
+using scalar::kInvSqrt2Pi;
+using scalar::kSqrt2OverPi;
 
 // The scalar form of each UnaryF32 op, for any compute dtype.
 template <UnaryF32 Op>
@@ -220,43 +170,19 @@ struct UnaryF {
   double p0 = 0, p1 = 0;  // clamp bounds
   template <typename T>
   T operator()(T x) const {
-    if constexpr (Op == UnaryF32::Neg) {
-      return static_cast<T>(-x);
-    } else if constexpr (Op == UnaryF32::Exp) {
-      return std::exp(x);
-    } else if constexpr (Op == UnaryF32::Log) {
-      return std::log(x);
-    } else if constexpr (Op == UnaryF32::Sqrt) {
-      return std::sqrt(x);
-    } else if constexpr (Op == UnaryF32::Rsqrt) {
-      return T(1) / std::sqrt(x);
-    } else if constexpr (Op == UnaryF32::Abs) {
-      if constexpr (std::is_unsigned_v<T>) return x;
-      else return x < T(0) ? static_cast<T>(-x) : x;
-    } else if constexpr (Op == UnaryF32::Sign) {
-      if constexpr (std::is_same_v<T, bool>) return x;
-      else return static_cast<T>((T(0) < x) - (x < T(0)));
-    } else if constexpr (Op == UnaryF32::Relu) {
-      if constexpr (kIsFloat<T>) {
-        if (std::isnan(x)) return x;
-      }
-      return x < T(0) ? T(0) : x;
-    } else if constexpr (Op == UnaryF32::GeluErf) {
-      return gelu_scalar(x, false);
-    } else if constexpr (Op == UnaryF32::GeluTanh) {
-      return gelu_scalar(x, true);
-    } else if constexpr (Op == UnaryF32::Sigmoid) {
-      return T(1) / (T(1) + std::exp(-x));
-    } else if constexpr (Op == UnaryF32::Tanh) {
-      return std::tanh(x);
-    } else {  // Clamp: min(max(x, lo), hi); NaN stays NaN
-      if constexpr (kIsFloat<T>) {
-        if (std::isnan(x)) return x;
-      }
-      T lo = static_cast<T>(p0), hi = static_cast<T>(p1);
-      T r = x < lo ? lo : x;
-      return hi < r ? hi : r;
-    }
+    if constexpr (Op == UnaryF32::Neg) return scalar::neg(x);
+    else if constexpr (Op == UnaryF32::Exp) return scalar::exp(x);
+    else if constexpr (Op == UnaryF32::Log) return scalar::log(x);
+    else if constexpr (Op == UnaryF32::Sqrt) return scalar::sqrt(x);
+    else if constexpr (Op == UnaryF32::Rsqrt) return scalar::rsqrt(x);
+    else if constexpr (Op == UnaryF32::Abs) return scalar::abs(x);
+    else if constexpr (Op == UnaryF32::Sign) return scalar::sign(x);
+    else if constexpr (Op == UnaryF32::Relu) return scalar::relu(x);
+    else if constexpr (Op == UnaryF32::GeluErf) return scalar::gelu(x, false);
+    else if constexpr (Op == UnaryF32::GeluTanh) return scalar::gelu(x, true);
+    else if constexpr (Op == UnaryF32::Sigmoid) return scalar::sigmoid(x);
+    else if constexpr (Op == UnaryF32::Tanh) return scalar::tanh(x);
+    else return scalar::clamp(x, static_cast<T>(p0), static_cast<T>(p1));
   }
 };
 
@@ -264,12 +190,12 @@ template <CompareF32 Op>
 struct CompareF {
   template <typename T>
   bool operator()(T a, T b) const {
-    if constexpr (Op == CompareF32::Eq) return a == b;
-    else if constexpr (Op == CompareF32::Ne) return a != b;
-    else if constexpr (Op == CompareF32::Lt) return a < b;
-    else if constexpr (Op == CompareF32::Le) return a <= b;
-    else if constexpr (Op == CompareF32::Gt) return a > b;
-    else return a >= b;
+    if constexpr (Op == CompareF32::Eq) return scalar::eq(a, b);
+    else if constexpr (Op == CompareF32::Ne) return scalar::ne(a, b);
+    else if constexpr (Op == CompareF32::Lt) return scalar::lt(a, b);
+    else if constexpr (Op == CompareF32::Le) return scalar::le(a, b);
+    else if constexpr (Op == CompareF32::Gt) return scalar::gt(a, b);
+    else return scalar::ge(a, b);
   }
 };
 
@@ -283,10 +209,10 @@ template <> struct BinaryOpF<BinaryF32::Pow> : PowF {};
 template <> struct BinaryOpF<BinaryF32::Maximum> : MaximumF {};
 template <> struct BinaryOpF<BinaryF32::Minimum> : MinimumF {};
 template <> struct BinaryOpF<BinaryF32::GeluBackwardErf> {
-  template <typename T> T operator()(T g, T x) const { return gelu_backward_scalar(g, x, false); }
+  template <typename T> T operator()(T g, T x) const { return scalar::gelu_backward(g, x, false); }
 };
 template <> struct BinaryOpF<BinaryF32::GeluBackwardTanh> {
-  template <typename T> T operator()(T g, T x) const { return gelu_backward_scalar(g, x, true); }
+  template <typename T> T operator()(T g, T x) const { return scalar::gelu_backward(g, x, true); }
 };
 
 // Which compute dtypes an op has a scalar loop for.
@@ -387,6 +313,17 @@ void gelu_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (a.s("approximate") == "tanh") run_unary<UnaryF32::GeluTanh, Dtypes::FloatOnly>(in[0], out[0]);
   else run_unary<UnaryF32::GeluErf, Dtypes::FloatOnly>(in[0], out[0]);
 }
+// erf has no vectorized row (it is gelu's decomposition's primitive, rare
+// in eager code): the scalar loop for every float dtype.
+void erf_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
+  DType cd = cpu::compute_dtype(out[0].dtype());
+  Tensor x = cpu::converted(in[0], cd);
+  with_compute_output(out[0], cd, [&](const Tensor& y) {
+    cpu::visit_float_dtype(cd, [&]<typename T>() {
+      cpu::loop1<T, T>(y, x, [](T v) { return scalar::erf(v); }, kMathGrain);
+    });
+  });
+}
 void gelu_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (a.s("approximate") == "tanh")
     run_binary<BinaryF32::GeluBackwardTanh, Dtypes::FloatOnly>(in[0], in[1], out[0]);
@@ -451,15 +388,16 @@ void where_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
                   reinterpret_cast<const float*>(p[3]), s[3] / 4, reinterpret_cast<float*>(p[0]), n);
         } else {
           for (int64_t i = 0; i < n; ++i)
-            *reinterpret_cast<float*>(p[0] + i * s[0]) = *reinterpret_cast<const bool*>(p[1] + i * s[1])
-                                                             ? *reinterpret_cast<const float*>(p[2] + i * s[2])
-                                                             : *reinterpret_cast<const float*>(p[3] + i * s[3]);
+            *reinterpret_cast<float*>(p[0] + i * s[0]) =
+                scalar::where(*reinterpret_cast<const bool*>(p[1] + i * s[1]),
+                              *reinterpret_cast<const float*>(p[2] + i * s[2]),
+                              *reinterpret_cast<const float*>(p[3] + i * s[3]));
         }
       });
       return;
     }
     cpu::visit_compute_dtype(cd, [&]<typename T>() {
-      cpu::loop3<T, bool, T, T>(y, c, a, b, [](bool cond, T u, T v) { return cond ? u : v; });
+      cpu::loop3<T, bool, T, T>(y, c, a, b, [](bool cond, T u, T v) { return scalar::where(cond, u, v); });
     });
   });
 }
@@ -467,7 +405,7 @@ void where_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
 void logical_not_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
   DType cd = cpu::compute_dtype(in[0].dtype());
   Tensor x = cpu::converted(in[0], cd);
-  cpu::visit_compute_dtype(cd, [&]<typename T>() { cpu::loop1<bool, T>(out[0], x, [](T v) { return v == T(0); }); });
+  cpu::visit_compute_dtype(cd, [&]<typename T>() { cpu::loop1<bool, T>(out[0], x, [](T v) { return scalar::logical_not(v); }); });
 }
 
 void cast_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) { cpu::copy_cast(in[0], out[0]); }
@@ -577,6 +515,11 @@ Tensors gelu_backward_back(const BackwardCtx& c, TensorSpan g) {
     r[1] = reduce_to(mul(mul(g[0], grad), gelu_second_derivative(x, approx == "tanh")), c.input_metas[1]);
   return r;
 }
+Tensors erf_back(const BackwardCtx& c, TensorSpan g) {
+  constexpr double k2OverSqrtPi = 1.12837916709551257390;
+  const Tensor& x = c.inputs[0];
+  return {mul(g[0], mul(exp(neg(mul(x, x))), k2OverSqrtPi))};
+}
 Tensors sigmoid_back(const BackwardCtx& c, TensorSpan g) {
   const Tensor& y = c.outputs[0];
   return {mul(g[0], mul(y, 1.0 - y))};
@@ -658,6 +601,7 @@ void register_pointwise_ops() {
   define_op(kernel_op(OpId::ge, compare_infer, compare_kernel<CompareF32::Ge>, nullptr, kSaveNone));
   define_op(kernel_op(OpId::logical_not, logical_not_infer, logical_not_kernel, nullptr, kSaveNone));
   define_op(kernel_op(OpId::cast, cast_infer, cast_kernel, cast_back, kSaveNone));
+  define_op(kernel_op(OpId::erf, float_unary_infer<OpId::erf>, erf_kernel, erf_back, kSaveInputs));
 }
 
 // ---- public functions ----
@@ -685,6 +629,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
 }
 Tensor sigmoid(const Tensor& x) { return dispatch1(OpId::sigmoid, {x}); }
 Tensor tanh(const Tensor& x) { return dispatch1(OpId::tanh, {x}); }
+Tensor erf(const Tensor& x) { return dispatch1(OpId::erf, {x}); }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   Attrs a;
   if (min) a.set("min", *min);

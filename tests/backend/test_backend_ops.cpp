@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,215 @@ Tensor remainder_classes(const Tensor& t, int64_t classes) {
 // How many elements are NaN (as float32, so the case compares as numbers).
 Tensor isnan_count(const Tensor& t) { return sum(ne(t, t).to(DType::Float32)); }
 
+Conv2dParams conv_params(std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation = {1, 1},
+                         int64_t groups = 1) {
+  Conv2dParams p;
+  p.stride = std::move(stride);
+  p.padding = std::move(padding);
+  p.dilation = std::move(dilation);
+  p.groups = groups;
+  return p;
+}
+
+// Several outputs compared as one: each flattened (as float32) and joined.
+Tensor joined(const Tensors& parts) {
+  Tensors flat;
+  for (const Tensor& t : parts) flat.push_back(t.flatten().to(DType::Float32));
+  return cat(flat, 0);
+}
+
+// Convolution (cuDNN), pooling, batch norm: the ops of the zoo's CNNs.
+void nn_cases(std::vector<OpCase>& c) {
+  const DType f32 = DType::Float32;
+  const Inputs normal = Inputs::Normal;
+  auto conv = [&](const std::string& name, std::vector<Shape> shapes, Conv2dParams p) {
+    const bool bias = shapes.size() > 2;
+    // float32 sums of thousands of products round differently in cuDNN's and
+    // oneDNN's orders (1e-4 of ~100 near a zero output): a looser bound there.
+    const double fwd_tol = numel_of(shapes[1]) / shapes[1][0] > 1000 ? 1e-3 : 1e-4;
+    c.push_back({name, shapes, [p, bias](const Tensors& x) {
+                   return conv2d(x[0], x[1], bias ? x[2] : Tensor(), p);
+                 }, f32, normal, fwd_tol});
+    // The backward ops take a grad_out of the output's shape as a third input.
+    const Shape ys = conv2d(zeros(shapes[0]), zeros(shapes[1]), Tensor(), p).shape();
+    const double tol = numel_of(shapes[0]) / shapes[0][1] > 1000 ? 1e-3 : 1e-4;
+    c.push_back({name + "_backward_input", {shapes[0], shapes[1], ys}, [p](const Tensors& x) {
+                   return conv2d_backward_input(x[2], x[1], x[0].shape(), p);
+                 }, f32, normal, fwd_tol});
+    c.push_back({name + "_backward_weight", {shapes[0], shapes[1], ys}, [p](const Tensors& x) {
+                   return conv2d_backward_weight(x[2], x[0], x[1].shape(), p);
+                 }, f32, normal, tol});
+  };
+  conv("conv2d", {{2, 3, 9, 9}, {4, 3, 3, 3}, {4}}, conv_params({1, 1}, {1, 1}));
+  conv("conv2d_stride2", {{2, 4, 10, 10}, {6, 4, 3, 3}}, conv_params({2, 2}, {0, 0}));
+  conv("conv2d_groups_dilated", {{1, 4, 11, 11}, {6, 2, 3, 3}}, conv_params({1, 1}, {2, 2}, {2, 2}, 2));
+  conv("conv2d_1x1", {{4, 16, 5, 5}, {8, 16, 1, 1}}, conv_params({1, 1}, {0, 0}));
+  conv("conv2d_wide", {{8, 64, 16, 16}, {64, 64, 3, 3}}, conv_params({1, 1}, {1, 1}));
+  // ResNet-18's last stage (4x4 planes, 512 channels) and its strided 1x1 shortcut
+  conv("conv2d_resnet_layer4", {{8, 512, 4, 4}, {512, 512, 3, 3}}, conv_params({1, 1}, {1, 1}));
+  conv("conv2d_1x1_stride2", {{8, 128, 8, 8}, {256, 128, 1, 1}}, conv_params({2, 2}, {0, 0}));
+  c.push_back({"conv2d_float64", {{2, 3, 7, 7}, {4, 3, 3, 3}},
+               [](const Tensors& x) { return conv2d(x[0], x[1], Tensor(), conv_params({1, 1}, {1, 1})); },
+               DType::Float64});
+  c.push_back({"conv2d_bfloat16", {{4, 16, 8, 8}, {8, 16, 3, 3}}, [](const Tensors& x) {
+                 return conv2d(x[0].to(DType::BFloat16), x[1].to(DType::BFloat16), Tensor(), conv_params({1, 1}, {1, 1}))
+                     .to(DType::Float32);
+               }, f32, normal, 5e-2});
+  c.push_back({"conv2d_float16", {{4, 16, 8, 8}, {8, 16, 3, 3}}, [](const Tensors& x) {
+                 return conv2d(x[0].to(DType::Float16), x[1].to(DType::Float16), Tensor(), conv_params({1, 1}, {1, 1}))
+                     .to(DType::Float32);
+               }, f32, normal, 2e-2});
+
+  // pooling: values and indices (the CPU's index convention: into each H*W plane)
+  auto pool = [&](const std::string& name, Shape s, std::vector<int64_t> k, std::vector<int64_t> st,
+                  std::vector<int64_t> pad, std::vector<int64_t> dil, bool ceil) {
+    c.push_back({name, {s}, [=](const Tensors& x) { return max_pool2d(x[0], k, st, pad, dil, ceil); }});
+    c.push_back({name + "_indices", {s}, [=](const Tensors& x) {
+                   return std::get<1>(max_pool2d_with_indices(x[0], k, st, pad, dil, ceil));
+                 }});
+    // The backward with the CPU's indices, wherever it runs: indices cross devices.
+    c.push_back({name + "_backward", {s}, [=](const Tensors& x) {
+                   auto [v, idx] = max_pool2d_with_indices(x[0].to(Device::cpu()), k, st, pad, dil, ceil);
+                   return max_pool2d_backward(mul(v, 2.0).to(x[0].device()), idx.to(x[0].device()), s);
+                 }});
+    c.push_back({"avg_" + name, {s}, [=](const Tensors& x) { return avg_pool2d(x[0], k, st, pad, ceil, true); }});
+    c.push_back({"avg_" + name + "_no_pad_count", {s},
+                 [=](const Tensors& x) { return avg_pool2d(x[0], k, st, pad, ceil, false); }});
+    c.push_back({"avg_" + name + "_backward", {s}, [=](const Tensors& x) {
+                   Tensor y = avg_pool2d(x[0], k, st, pad, ceil, false);
+                   return avg_pool2d_backward(y, s, k, st.empty() ? k : st, pad, ceil, false);
+                 }});
+  };
+  pool("pool_2x2", {2, 3, 8, 8}, {2, 2}, {}, {0, 0}, {1, 1}, false);
+  pool("pool_2x2_odd", {2, 3, 7, 9}, {2, 2}, {}, {0, 0}, {1, 1}, false);
+  pool("pool_3x3_s2_p1", {2, 3, 11, 11}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false);
+  pool("pool_3x3_s2_ceil", {1, 2, 10, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+  c.push_back({"max_pool_dilated", {{1, 2, 12, 12}},
+               [](const Tensors& x) { return max_pool2d(x[0], {3, 3}, {1, 1}, {1, 1}, {2, 2}); }});
+  c.push_back({"max_pool_ties_indices", {{2, 2, 6, 6}}, [](const Tensors& x) {
+                 // clamped: ties everywhere, the first maximum in window order wins
+                 return std::get<1>(max_pool2d_with_indices(clamp(x[0], -0.3, 0.3), {3, 3}, {1, 1}, {1, 1}));
+               }});
+  c.push_back({"max_pool_bfloat16", {{2, 3, 8, 8}},
+               [](const Tensors& x) { return max_pool2d(x[0].to(DType::BFloat16), {2, 2}).to(DType::Float32); }});
+  c.push_back({"adaptive_avg_pool_1x1", {{4, 8, 5, 5}},
+               [](const Tensors& x) { return adaptive_avg_pool2d(x[0], {1, 1}); }});
+  c.push_back({"adaptive_max_pool_2x2", {{4, 8, 6, 6}},
+               [](const Tensors& x) { return adaptive_max_pool2d(x[0], {2, 2}); }});
+
+  // batch norm: y and the running statistics updated in place
+  auto bn_train = [](const Tensors& x, DType dt) {
+    const Device d = x[0].device();
+    const int64_t C = x[0].shape()[1];
+    Tensor rm = zeros({C}, dtype(DType::Float32).with_device(d)), rv = ones({C}, dtype(DType::Float32).with_device(d));
+    Tensor y = batch_norm(x[0].to(dt), x[1], x[2], rm, rv, true, 0.1, 1e-5);
+    return joined({y, rm, rv});
+  };
+  c.push_back({"batch_norm_train", {{8, 4, 5, 5}, {4}, {4}},
+               [bn_train](const Tensors& x) { return bn_train(x, DType::Float32); }, f32, normal, 1e-4});
+  c.push_back({"batch_norm_train_2d", {{32, 6}, {6}, {6}},
+               [bn_train](const Tensors& x) { return bn_train(x, DType::Float32); }, f32, normal, 1e-4});
+  c.push_back({"batch_norm_train_large", {{64, 16, 32, 32}, {16}, {16}},
+               [bn_train](const Tensors& x) { return bn_train(x, DType::Float32); }, f32, normal, 1e-4});
+  c.push_back({"batch_norm_train_bfloat16", {{8, 4, 5, 5}, {4}, {4}},
+               [bn_train](const Tensors& x) { return bn_train(x, DType::BFloat16); }, f32, normal, 3e-2});
+  c.push_back({"batch_norm_eval", {{8, 4, 5, 5}, {4}, {4}, {4}, {4}}, [](const Tensors& x) {
+                 return batch_norm(x[0], x[1], x[2], x[3], add(abs(x[4]), 0.5), false, 0.1, 1e-5);
+               }, f32, normal, 1e-4});
+  c.push_back({"batch_norm_no_affine", {{8, 4, 3, 3}}, [](const Tensors& x) {
+                 return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+               }, f32, normal, 1e-4});
+  c.push_back({"batch_norm_backward", {{8, 4, 5, 5}, {8, 4, 5, 5}, {4}}, [](const Tensors& x) {
+                 const double eps = 1e-5;
+                 Tensor save_mean = mean(x[0], {0, 2, 3}), save_invstd = rsqrt(add(var(x[0], {0, 2, 3}, 0), eps));
+                 auto [gx, gw, gb] = batch_norm_backward(x[1], x[0], x[2], save_mean, save_invstd, true, eps);
+                 return joined({gx, gw, gb});
+               }, f32, normal, 1e-4});
+  c.push_back({"batch_norm_backward_eval", {{8, 4, 5, 5}, {8, 4, 5, 5}, {4}, {4}}, [](const Tensors& x) {
+                 Tensor invstd = rsqrt(add(abs(x[3]), 0.5));
+                 auto [gx, gw, gb] = batch_norm_backward(x[1], x[0], x[2], mean(x[0], {0, 2, 3}), invstd, false, 1e-5);
+                 return joined({gx, gw, gb});
+               }, f32, normal, 1e-4});
+
+  // var
+  for (auto dims : std::vector<std::vector<int64_t>>{{}, {1}, {0, 2}})
+    c.push_back({"var", {{6, 50, 7}}, [dims](const Tensors& x) { return var(x[0], dims); }, f32, normal, 1e-4});
+  c.push_back({"var_biased_keepdim", {{6, 50, 7}}, [](const Tensors& x) { return var(x[0], {1}, 0, true); }, f32,
+               normal, 1e-4});
+}
+
+// Indexing, arange and the random ops (the same Philox stream as the CPU).
+void index_and_random_cases(std::vector<OpCase>& c) {
+  const DType f32 = DType::Float32;
+  const Inputs normal = Inputs::Normal;
+  auto index_of = [](const Tensor& like, std::vector<int64_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return from_vector(v, {n}).to(like.device());
+  };
+  c.push_back({"cat_dim1", {{3, 4}, {3, 2}}, [](const Tensors& x) { return cat({x[0], x[1]}, 1); }});
+  c.push_back({"cat_dim0_three", {{2, 5}, {1, 5}, {3, 5}}, [](const Tensors& x) { return cat({x[0], x[1], x[2]}, 0); }});
+  c.push_back({"cat_skips_empty", {{4}, {0}, {3}}, [](const Tensors& x) { return cat({x[0], x[1], x[2]}, 0); }});
+  c.push_back({"cat_transposed", {{4, 3}, {3, 2}}, [](const Tensors& x) { return cat({x[0].t(), x[1]}, 1); }});
+  c.push_back({"stack", {{3, 4}, {3, 4}}, [](const Tensors& x) { return stack({x[0], x[1]}, 1); }});
+  c.push_back({"index_select", {{5, 6}}, [index_of](const Tensors& x) {
+                 return index_select(x[0], 0, index_of(x[0], {4, 0, -1, 2, 2}));
+               }});
+  c.push_back({"index_select_dim1", {{3, 6, 4}}, [index_of](const Tensors& x) {
+                 return index_select(x[0], 1, index_of(x[0], {5, 1}));
+               }});
+  c.push_back({"index_add_duplicates", {{5, 3}, {4, 3}}, [index_of](const Tensors& x) {
+                 return index_add(x[0], 0, index_of(x[0], {1, 3, 1, -1}), x[1]);
+               }, f32, normal, 1e-5});
+  c.push_back({"index_add_int64", {{5, 3}, {2, 3}}, [index_of](const Tensors& x) {
+                 return index_add(x[0], 0, index_of(x[0], {0, 0}), x[1]);
+               }, DType::Int64});
+  c.push_back({"gather", {{4, 7}, {4, 5}}, [](const Tensors& x) { return gather(x[0], 1, remainder_classes(x[1], 7)); }});
+  c.push_back({"gather_dim0_transposed", {{4, 7}, {3, 4}},
+               [](const Tensors& x) { return gather(x[0].t(), 0, remainder_classes(x[1], 7)); }});
+  c.push_back({"scatter_add", {{4, 7}, {4, 5}, {4, 6}}, [](const Tensors& x) {
+                 return scatter_add(x[0], 1, remainder_classes(x[1], 7), x[2]);
+               }, f32, normal, 1e-5});
+  c.push_back({"one_hot", {{20}}, [](const Tensors& x) { return one_hot(remainder_classes(x[0], 6), 6); }});
+  c.push_back({"arange_float", {{1}}, [](const Tensors& x) {
+                 return arange(-1.0, 4.0, 0.25, dtype(DType::Float32).with_device(x[0].device()));
+               }});
+  c.push_back({"arange_int64", {{1}}, [](const Tensors& x) {
+                 return arange(17, dtype(DType::Int64).with_device(x[0].device()));
+               }});
+  auto opts = [](const Tensor& like, DType dt) { return dtype(dt).with_device(like.device()); };
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+    c.push_back({std::string("rand_") + dtype_name(dt), {{1}}, [opts, dt](const Tensors& x) {
+                   Generator gen(123);
+                   gen.advance(5);  // an offset inside the stream
+                   return rand({1001}, opts(x[0], dt), &gen).to(DType::Float64);
+                 }, f32, normal, 0.0});
+    c.push_back({std::string("randn_") + dtype_name(dt), {{1}}, [opts, dt](const Tensors& x) {
+                   Generator gen(7);
+                   return randn({1003}, opts(x[0], dt), &gen).to(DType::Float64);
+                 }, f32, normal, dt == DType::Float64 ? 1e-12 : dt == DType::Float32 ? 1e-5 : 1e-2});
+  }
+  c.push_back({"randint", {{1}}, [opts](const Tensors& x) {
+                 Generator gen(9);
+                 return randint(-5, 1000, {999}, opts(x[0], DType::Int64), &gen);
+               }, f32, normal, 0.0});
+  c.push_back({"randint_int32", {{1}}, [opts](const Tensors& x) {
+                 Generator gen(9);
+                 return randint(0, 7, {33}, opts(x[0], DType::Int32), &gen);
+               }, f32, normal, 0.0});
+  c.push_back({"bernoulli", {{40, 25}}, [](const Tensors& x) {
+                 Generator gen(3);
+                 return bernoulli(sigmoid(x[0]), &gen);
+               }, f32, normal, 0.0});
+  c.push_back({"dropout", {{40, 25}}, [](const Tensors& x) {
+                 Generator gen(4);
+                 return dropout(x[0], 0.3, true, &gen);
+               }, f32, normal, 1e-6});
+  c.push_back({"dropout_float64", {{33}}, [](const Tensors& x) {
+                 Generator gen(4);
+                 return dropout(x[0].to(DType::Float64), 0.5, true, &gen);
+               }, f32, normal, 1e-12});
+}
+
 std::vector<OpCase> op_cases() {
   using S = std::vector<Shape>;
   std::vector<OpCase> c;
@@ -113,6 +323,7 @@ std::vector<OpCase> op_cases() {
   unary("gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); });
   unary("sigmoid", [](const Tensor& x) { return sigmoid(x); });
   unary("tanh", [](const Tensor& x) { return tanh(x); });
+  unary("erf", [](const Tensor& x) { return erf(x); });
   unary("clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); });
   unary("logical_not", [](const Tensor& x) { return logical_not(gt(x, 0.0)); });
   unary("exp_of_permuted", [](const Tensor& x) { return x.dim() == 3 ? exp(x.permute({2, 0, 1})) : exp(x); });
@@ -269,6 +480,8 @@ std::vector<OpCase> op_cases() {
                  y.mul_(1.5);
                  return y;
                }});
+  nn_cases(c);
+  index_and_random_cases(c);
   return c;
 }
 
@@ -339,6 +552,26 @@ std::vector<GradCase> grad_cases() {
       {"cross_entropy", {{6, 4}}, [](const Tensors& x) {
          Tensor t = from_vector(std::vector<int64_t>{0, 3, 1, 1, 2, 0}, {6}).to(x[0].device());
          return cross_entropy(x[0], t, 0.1);
+       }},
+      {"conv2d", {{2, 2, 5, 5}, {3, 2, 3, 3}, {3}}, [](const Tensors& x) {
+         return conv2d(x[0], x[1], x[2], conv_params({2, 2}, {1, 1}));
+       }},
+      {"conv2d_groups", {{1, 4, 4, 4}, {4, 2, 2, 2}}, [](const Tensors& x) {
+         return conv2d(x[0], x[1], Tensor(), conv_params({1, 1}, {0, 0}, {1, 1}, 2));
+       }},
+      {"max_pool2d", {{1, 2, 6, 6}}, [](const Tensors& x) { return max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}); }},
+      {"avg_pool2d", {{1, 2, 5, 5}}, [](const Tensors& x) { return avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, true, false); }},
+      {"batch_norm_train", {{4, 3, 2, 2}, {3}, {3}}, [](const Tensors& x) {
+         return batch_norm(x[0], x[1], x[2], Tensor(), Tensor(), true, 0.1, 1e-5);
+       }},
+      {"var", {{4, 5}}, [](const Tensors& x) { return var(x[0], {1}); }},
+      {"index_select_cat", {{5, 3}, {2, 3}}, [](const Tensors& x) {
+         Tensor i = from_vector(std::vector<int64_t>{4, 0, 4}, {3}).to(x[0].device());
+         return cat({index_select(x[0], 0, i), x[1]}, 0);
+       }},
+      {"gather", {{3, 5}}, [](const Tensors& x) {
+         Tensor i = from_vector(std::vector<int64_t>{0, 4, 4, 1, 2, 2}, {3, 2}).to(x[0].device());
+         return gather(x[0], 1, i);
        }},
   };
 }
@@ -431,6 +664,35 @@ TEST(CudaDevice, SteadyStateMakesNoCudaMalloc) {
   EXPECT_GE(after.peak_allocated_bytes, after.allocated_bytes);
 }
 
+// Training a CNN (cuDNN workspaces, batch norm scratch, index and flag
+// scratch all come from the caching allocator): after two warm-up steps, no
+// cudaMalloc or cudaFree.
+TEST(CudaDevice, CnnTrainingSteadyStateMakesNoCudaMalloc) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(5);
+  auto model = models::create("airbench", 0.25);
+  model->to(kCuda);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+  Generator gen(6);
+  Tensor x = randn({32, 3, 32, 32}, {}, &gen).to(kCuda);
+  Tensor y = clamp(mul(sigmoid(randn({32}, {}, &gen)), 10.0).to(DType::Int64), 0.0, 9.0).to(kCuda);
+  auto step = [&] {
+    opt.zero_grad();
+    cross_entropy(model->forward(x), y, 0.2).backward();
+    opt.step();
+  };
+  step();
+  step();
+  cuda::synchronize();
+  cuda::AllocatorStats before = cuda::allocator_stats();
+  for (int i = 0; i < 5; ++i) step();
+  cuda::synchronize();
+  cuda::AllocatorStats after = cuda::allocator_stats();
+  EXPECT_EQ(after.num_cuda_mallocs, before.num_cuda_mallocs);
+  EXPECT_EQ(after.num_cuda_frees, before.num_cuda_frees);
+  EXPECT_GT(after.num_allocs, before.num_allocs);
+}
+
 TEST(CudaDevice, AllocatorSplitsAndMergesBlocks) {
   SKIP_WITHOUT_CUDA();
   cuda::empty_cache();
@@ -486,6 +748,87 @@ TEST(CudaDevice, MlpTrainingMatchesCpu) {
     EXPECT_TRUE(allclose(gpu_params[i].to(Device::cpu()), cpu_params[i], 1e-4, 1e-5)) << "parameter " << i;
   }
 }
+
+// max |got - want| relative to want's largest magnitude.
+double scaled_error(const Tensor& got, const Tensor& want) {
+  Tensor g = got.to(Device::cpu()).to(DType::Float64), w = want.to(Device::cpu()).to(DType::Float64);
+  const double err = amax(abs(sub(g, w))).item(), scale = amax(abs(w)).item();
+  return scale > 0 ? err / scale : err;
+}
+
+class CudaZoo : public ::testing::TestWithParam<std::string> {};
+
+// Each zoo model in training mode (batch norm on batch statistics), one
+// forward and backward in `dt`: its output and every parameter's gradient on
+// CUDA are within `tol` of a float64 CPU run (relative to each tensor's
+// largest magnitude), or as close as the network's own conditioning allows:
+// within 3x the error of the same run on the CPU, or of a CPU run whose input
+// is perturbed by `perturbation` (a rounding-sized change; batch norm over
+// small batches amplifies such changes in the gradients a thousandfold, in
+// the CPU's own float32 run too). The float64 variant (no perturbation)
+// checks the kernels tightly.
+void expect_zoo_model_matches_cpu(const std::string& name, DType dt, double tol, double perturbation) {
+  Generator gen(21);
+  Tensor x = randn({8, 3, 32, 32}, {}, &gen);
+  Tensor y = clamp(mul(sigmoid(randn({8}, {}, &gen)), 10.0).to(DType::Int64), 0.0, 9.0);
+  Tensor x_perturbed = mul(x, add(mul(randn({8, 3, 32, 32}, {}, &gen), perturbation), 1.0));
+  struct Run {
+    Tensor out;
+    std::vector<Tensor> grads;
+  };
+  auto run = [&](Device device, DType t, const Tensor& input) {
+    manual_seed(17);
+    auto model = models::create(name);
+    model->to(t);
+    model->to(device);
+    Run r;
+    r.out = model->forward(input.to(t).to(device));
+    EXPECT_EQ(r.out.device(), device);
+    cross_entropy(r.out, y.to(device)).backward();
+    for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : Tensor());
+    return r;
+  };
+  Run ref = run(Device::cpu(), DType::Float64, x), cpu = run(Device::cpu(), dt, x);
+  Run pert = perturbation > 0 ? run(Device::cpu(), dt, x_perturbed) : cpu, gpu = run(kCuda, dt, x);
+  auto check = [&](const Tensor& g, const Tensor& c, const Tensor& p, const Tensor& r, const std::string& what) {
+    ASSERT_TRUE(g.defined()) << name << " " << what;
+    const double cpu_err = scaled_error(c, r), pert_err = scaled_error(p, r), gpu_err = scaled_error(g, r);
+    EXPECT_LE(gpu_err, std::max({3 * cpu_err, 3 * pert_err, tol}))
+        << name << " " << dtype_name(dt) << " " << what << " " << shape_str(r.shape()) << ": CPU error " << cpu_err
+        << ", perturbed CPU error " << pert_err << ", largest magnitude " << amax(abs(r)).item();
+  };
+  check(gpu.out, cpu.out, pert.out, ref.out, "output");
+  // The output's errors, printed: a forward error well above the CPU's would
+  // explain gradients amplifying it (the log of a device run keeps them).
+  std::cout << name << " " << dtype_name(dt) << " output error against float64: CPU " << scaled_error(cpu.out, ref.out)
+            << ", perturbed CPU " << scaled_error(pert.out, ref.out) << ", CUDA " << scaled_error(gpu.out, ref.out)
+            << "\n";
+  ASSERT_EQ(gpu.grads.size(), ref.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i)
+    check(gpu.grads[i], cpu.grads[i], pert.grads[i], ref.grads[i], "gradient of parameter " + std::to_string(i));
+}
+
+TEST_P(CudaZoo, ForwardAndGradientsMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  expect_zoo_model_matches_cpu(GetParam(), DType::Float32, 1e-3, 1e-5);
+}
+
+// float64 on both devices (cuDNN's double convolutions, the float64 paths of
+// every kernel): no float32 rounding to amplify, so a tight bound; a kernel
+// bug shows here even where float32 noise would hide it.
+TEST_P(CudaZoo, ForwardAndGradientsMatchCpuInFloat64) {
+  SKIP_WITHOUT_CUDA();
+  expect_zoo_model_matches_cpu(GetParam(), DType::Float64, 1e-9, 0.0);
+}
+
+// bfloat16 weights and activations (each op computes in float32 and rounds
+// its output, on both devices): 8 bits of mantissa, so a 5e-2 tolerance.
+TEST_P(CudaZoo, ForwardAndGradientsMatchCpuInBFloat16) {
+  SKIP_WITHOUT_CUDA();
+  expect_zoo_model_matches_cpu(GetParam(), DType::BFloat16, 5e-2, 4e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaZoo, ::testing::Values("tutorial", "resnet18", "airbench"));
 
 TEST(CudaDevice, BadTargetIsAClearError) {
   SKIP_WITHOUT_CUDA();
@@ -586,10 +929,10 @@ TEST(NoCudaDevice, ApiAnswersWithoutThrowing) {
 // a build without it has none.
 TEST(BackendRegistry, CudaKernelsAreRegisteredExactlyInCudaBuilds) {
   const int cuda = static_cast<int>(DeviceType::CUDA);
-  for (OpId id : {OpId::add, OpId::exp, OpId::sum, OpId::matmul, OpId::copy, OpId::full}) {
+  for (OpId id : {OpId::add, OpId::exp, OpId::sum, OpId::matmul, OpId::copy, OpId::full, OpId::conv2d,
+                  OpId::max_pool2d, OpId::batch_norm, OpId::gather, OpId::randn, OpId::dropout}) {
     EXPECT_EQ(op_def(id).kernels[cuda] != nullptr, cuda::built_with_cuda()) << op_name(id);
   }
-  EXPECT_EQ(op_def(OpId::conv2d).kernels[cuda], nullptr) << "convolution comes with cuDNN, later";
   EXPECT_NE(op_def(OpId::to_device).kernels[cuda], nullptr);
 }
 

@@ -69,6 +69,26 @@ struct GraphBuilder {
   }
 };
 
+// A factory op's attributes (float32 on the CPU); random ops add a seed.
+inline Attrs full_attrs(Shape shape, double value) {
+  return Attrs().set("shape", std::move(shape)).set("dtype", DType::Float32).set("device", std::string("cpu")).set(
+      "value", value);
+}
+inline Attrs random_attrs(Shape shape, int64_t seed) {
+  return Attrs().set("shape", std::move(shape)).set("dtype", DType::Float32).set("device", std::string("cpu")).set(
+      "seed", seed).set("offset", int64_t{0});
+}
+
+// max_pool2d's attributes for a square window (no padding or dilation).
+inline Attrs max_pool_attrs(int64_t kernel, int64_t stride) {
+  return Attrs()
+      .set("kernel_size", std::vector<int64_t>{kernel, kernel})
+      .set("stride", std::vector<int64_t>{stride, stride})
+      .set("padding", std::vector<int64_t>{0, 0})
+      .set("dilation", std::vector<int64_t>{1, 1})
+      .set("ceil_mode", false);
+}
+
 // A pass test's second half: the rewritten graph verifies and computes what
 // the original computed, on the builder's example inputs.
 inline void expect_same_results(const Graph& before, const Graph& after, const Tensors& inputs) {

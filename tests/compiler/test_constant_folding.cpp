@@ -40,12 +40,7 @@ TEST(ConstantFolding, FactoriesViewsAndMultipleOutputs) {
                                          "device", std::string("cpu")));
   ValueId v = b.op(OpId::view, {f}, Attrs().set("shape", Shape{1, 1, 2, 2}));
   std::vector<ValueId> mp = b.ops(OpId::max_pool2d, {v},
-                                  Attrs()
-                                      .set("kernel_size", std::vector<int64_t>{2, 2})
-                                      .set("stride", std::vector<int64_t>{2, 2})
-                                      .set("padding", std::vector<int64_t>{0, 0})
-                                      .set("dilation", std::vector<int64_t>{1, 1})
-                                      .set("ceil_mode", false));
+                                  testing::max_pool_attrs(2, 2));
   b.output(mp[0]);
   b.output(mp[1]);
   Graph before = b.g;
@@ -66,8 +61,7 @@ TEST(ConstantFolding, LeavesRandomInplaceScalarInputBigAndMutatedAlone) {
   ValueId c = b.constant(ones({3}));
   ValueId big = b.constant(ones({kMaxFoldedElements + 1}));
   int s = b.scalar("v", 0.5);
-  ValueId r = b.op(OpId::randn, {}, Attrs().set("shape", Shape{3}).set("dtype", DType::Float32).set("device", std::string("cpu")).set(
-                                         "seed", int64_t{3}).set("offset", int64_t{0}));
+  ValueId r = b.op(OpId::randn, {}, testing::random_attrs({3}, 3));
   ValueId cl = b.op(OpId::clamp, {c}, Attrs().set("min", 0.5), {{"min", s}});
   ValueId n = b.op(OpId::neg, {big});
   ValueId m = b.constant(zeros({3}));

@@ -11,10 +11,7 @@ namespace {
 using testing::GraphBuilder;
 using testing::expect_same_results;
 
-Attrs randn_attrs(int64_t seed) {
-  return Attrs().set("shape", Shape{3}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("seed", seed).set(
-      "offset", int64_t{0});
-}
+Attrs randn_attrs(int64_t seed) { return testing::random_attrs({3}, seed); }
 
 TEST(CSE, MergesRepeatsAndWhatTheyExpose) {
   GraphBuilder b;
@@ -49,12 +46,7 @@ TEST(CSE, MergesRepeatsAndWhatTheyExpose) {
 TEST(CSE, MultiOutputNodesAndScalarInputs) {
   GraphBuilder b;
   ValueId x = b.input(randn({1, 1, 4, 4}));
-  Attrs pool = Attrs()
-                   .set("kernel_size", std::vector<int64_t>{2, 2})
-                   .set("stride", std::vector<int64_t>{2, 2})
-                   .set("padding", std::vector<int64_t>{0, 0})
-                   .set("dilation", std::vector<int64_t>{1, 1})
-                   .set("ceil_mode", false);
+  Attrs pool = testing::max_pool_attrs(2, 2);
   std::vector<ValueId> m1 = b.ops(OpId::max_pool2d, {x}, pool);
   std::vector<ValueId> m2 = b.ops(OpId::max_pool2d, {x}, pool);
   int s0 = b.scalar("lo", 0.0), s1 = b.scalar("hi", 0.0);
@@ -85,8 +77,8 @@ TEST(CSE, NeverMergesRandomInplaceOrAcrossMutation) {
   b.op(OpId::mul_, {x, r1});  // x changes here
   ValueId e2 = b.op(OpId::exp, {x});  // not e1
   b.op(OpId::mul_, {x, r1});
-  ValueId f1 = b.op(OpId::full, {}, Attrs().set("shape", Shape{3}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", 1.0));
-  ValueId f2 = b.op(OpId::full, {}, Attrs().set("shape", Shape{3}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", 2.0));
+  ValueId f1 = b.op(OpId::full, {}, testing::full_attrs({3}, 1.0));
+  ValueId f2 = b.op(OpId::full, {}, testing::full_attrs({3}, 2.0));
   b.output(b.op(OpId::add, {r1, r2}));
   b.output(e1);
   b.output(e2);
@@ -97,9 +89,23 @@ TEST(CSE, NeverMergesRandomInplaceOrAcrossMutation) {
   EXPECT_EQ(print(b.g), before);
 }
 
+TEST(CSE, OutputsStaySeparateTensors) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({3}));
+  ValueId e1 = b.op(OpId::exp, {x});
+  ValueId e2 = b.op(OpId::exp, {x});
+  b.output(e1);
+  b.output(e2);
+  std::string before = print(b.g);
+  eliminate_common_subexpressions(b.g);
+  EXPECT_EQ(print(b.g), before);
+  Tensors out = interpret(b.g, b.example_inputs);
+  EXPECT_FALSE(out[0].shares_storage(out[1]));
+}
+
 TEST(CSE, MergesEqualFactories) {
   GraphBuilder b;
-  Attrs ones_attrs = Attrs().set("shape", Shape{3}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", 1.0);
+  Attrs ones_attrs = testing::full_attrs({3}, 1.0);
   ValueId f1 = b.op(OpId::full, {}, ones_attrs);
   ValueId f2 = b.op(OpId::full, {}, ones_attrs);
   b.output(b.op(OpId::add, {f1, f2}));

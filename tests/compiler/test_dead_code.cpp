@@ -42,8 +42,7 @@ TEST(DeadCode, KeepsSideEffectsDropsUnusedRandomDraws) {
         Attrs().set("training", true).set("momentum", 0.1).set("eps", 1e-5));  // updates the running stats
   b.ops(OpId::batch_norm, {x, kNoValue, kNoValue, mean, var},
         Attrs().set("training", false).set("momentum", 0.1).set("eps", 1e-5));  // eval: pure, unused
-  b.op(OpId::randn, {}, Attrs().set("shape", Shape{2}).set("dtype", DType::Float32).set("device", std::string("cpu")).set(
-                         "seed", int64_t{1}).set("offset", int64_t{0}));  // unused draw
+  b.op(OpId::randn, {}, testing::random_attrs({2}, 1));  // unused draw
   b.output(b.op(OpId::neg, {x}));
   eliminate_dead_code(b.g);
   EXPECT_EQ(print(b.g),

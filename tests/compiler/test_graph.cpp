@@ -90,12 +90,7 @@ TEST(GraphPrinter, ConstantsMultipleOutputsAndAttrOnlyFromScalar) {
   ValueId v = b.constant(from_vector(std::vector<float>{1, 2.5f, -3}, {3}));
   int seed = b.scalar("seed", int64_t{7});
   std::vector<ValueId> mp = b.ops(OpId::max_pool2d, {x},
-                                  Attrs()
-                                      .set("kernel_size", std::vector<int64_t>{2, 2})
-                                      .set("stride", std::vector<int64_t>{2, 2})
-                                      .set("padding", std::vector<int64_t>{0, 0})
-                                      .set("dilation", std::vector<int64_t>{1, 1})
-                                      .set("ceil_mode", false));
+                                  testing::max_pool_attrs(2, 2));
   ValueId m = b.op(OpId::mul, {mp[0], two});
   b.g.nodes.back().attr_inputs = {{"seed", seed}};  // printed even though attrs lacks it
   b.output(m);
@@ -199,12 +194,7 @@ TEST(GraphVerifier, TypesRederivedWithShapeRules) {
   ValueId y = b.op(OpId::mul, {x, b.constant(scalar_tensor(2.5))});  // times a wrapped number: float32
   ValueId t = b.op(OpId::permute, {y}, Attrs().set("dims", std::vector<int64_t>{0, 1, 3, 2}));
   std::vector<ValueId> mp = b.ops(OpId::max_pool2d, {t},
-                                  Attrs()
-                                      .set("kernel_size", std::vector<int64_t>{2, 2})
-                                      .set("stride", std::vector<int64_t>{1, 1})
-                                      .set("padding", std::vector<int64_t>{0, 0})
-                                      .set("dilation", std::vector<int64_t>{1, 1})
-                                      .set("ceil_mode", false));
+                                  testing::max_pool_attrs(2, 1));
   int v = b.scalar("v", 0.5);
   ValueId c = b.op(OpId::clamp, {mp[0]}, Attrs().set("min", 0.0), {{"min", v}});
   b.output(c);
@@ -226,6 +216,15 @@ TEST(GraphVerifier, TypesRederivedWithShapeRules) {
   EXPECT_TRUE(mentions(p, "node 3 (permute): output %3 is recorded as f32[1, 1, 3, 3] but the op gives f32[1, 1, 3, 2]"))
       << ::testing::PrintToString(p);
   EXPECT_TRUE(mentions(p, "node 4 (max_pool2d): output %4 is recorded as f32[1, 1, 2, 1]"));
+}
+
+TEST(GraphVerifier, ConstantsMatchTheirRecordedType) {
+  Graph g;
+  ValueId c = g.add_constant(ones({2, 3}));
+  g.outputs = {c};
+  EXPECT_EQ(verify(g), std::vector<std::string>{});
+  g.values[0].type.dtype = DType::Float64;
+  EXPECT_EQ(verify(g), std::vector<std::string>{"node 0 (constant): %0 is recorded as f64[2, 3] but the tensor is f32[2, 3]"});
 }
 
 TEST(GraphVerifier, ShapeRuleRejectingTheInputsIsAProblem) {

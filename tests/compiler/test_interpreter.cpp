@@ -48,12 +48,7 @@ TEST(Interpreter, MultiOutputOps) {
   Tensor x0 = randn({2, 3, 6, 6});
   ValueId x = b.input(x0);
   std::vector<ValueId> mp = b.ops(OpId::max_pool2d, {x},
-                                  Attrs()
-                                      .set("kernel_size", std::vector<int64_t>{2, 2})
-                                      .set("stride", std::vector<int64_t>{2, 2})
-                                      .set("padding", std::vector<int64_t>{0, 0})
-                                      .set("dilation", std::vector<int64_t>{1, 1})
-                                      .set("ceil_mode", false));
+                                  testing::max_pool_attrs(2, 2));
   ValueId wt = b.input(ones({3})), bs = b.input(zeros({3}));
   std::vector<ValueId> bn = b.ops(OpId::batch_norm, {mp[0], wt, bs, kNoValue, kNoValue},
                                   Attrs().set("training", true).set("momentum", 0.1).set("eps", 1e-5));

@@ -124,6 +124,10 @@ TEST(NoopRemoval, KeepsWhatWouldBeObservable) {
   b.op(OpId::mul_, {y0, b.constant(scalar_tensor(2.0))});  // written in place: y must not change
   ValueId c = b.op(OpId::copy, {y});
   b.op(OpId::fill_, {c}, Attrs().set("value", 0.0));
+  ValueId z = b.op(OpId::neg, {x});
+  ValueId z1 = b.op(OpId::mul, {z, b.constant(scalar_tensor(1.0))});  // z is an output too
+  b.output(z);
+  b.output(z1);
   b.output(fresh);
   b.output(y);
   b.output(y0);
@@ -133,7 +137,8 @@ TEST(NoopRemoval, KeepsWhatWouldBeObservable) {
   EXPECT_EQ(print(b.g), before);
   Tensor xs = randn({3});
   Tensors out = interpret(b.g, Tensors{xs});
-  EXPECT_NE(out[0].impl(), xs.impl());
+  EXPECT_NE(out[2].impl(), xs.impl());
+  EXPECT_FALSE(out[0].shares_storage(out[1]));
 }
 
 }  // namespace

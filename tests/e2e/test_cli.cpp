@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "kiln/cuda.h"
 #include "kiln/data.h"
 #include "kiln/serialize.h"
 
@@ -383,6 +384,25 @@ TEST(CliBench, OpsJsonLineHasCaseAndMilliseconds) {
   r = run_kiln("bench ops --list", dir);
   ASSERT_EQ(r.rc, 0) << show(r);
   EXPECT_EQ(r.out.rfind("conv_resnet_block\t", 0), 0u) << r.out;
+}
+
+// --device cuda without a usable GPU (or in a build without CUDA): exit 1
+// with the reason before any data is loaded, never a crash.
+TEST(CliDevice, CudaWithoutAGpuIsAClearError) {
+  if (kiln::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
+  fs::path dir = scratch_dir();
+  for (const std::string& args : {"train " + kFmnist + " --steps 1 --device cuda",
+                                 std::string("bench ops --cases matmul_1024 --reps 1 --device cuda")}) {
+    Outcome r = run_kiln(args, dir);
+    EXPECT_EQ(r.rc, 1) << "kiln " << args << "\n" << show(r);
+    EXPECT_NE(r.err.find("--device cuda"), std::string::npos) << show(r);
+    EXPECT_TRUE(r.err.find("no CUDA device") != std::string::npos ||
+                r.err.find("kiln was built without CUDA") != std::string::npos)
+        << show(r);
+    EXPECT_NE(r.err.find("--device cpu"), std::string::npos) << show(r);
+    EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << show(r);
+  }
+  expect_usage_error("train " + kFmnist + " --device tpu", "unknown device 'tpu'", dir);
 }
 
 // Fashion-MNIST: --data-dir, then $KILN_FASHION_MNIST, then Debian's directory.

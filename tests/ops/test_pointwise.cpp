@@ -337,6 +337,7 @@ TEST(PointwiseGrad, Unary) {
   GRADCHECK(u1(relu), {x});
   GRADCHECK(u1(sigmoid), {x});
   GRADCHECK(u1(tanh), {x});
+  GRADCHECK(u1(erf), {x});
   GRADCHECK([](const std::vector<Tensor>& v) { return gelu(v[0]); }, {x});
   GRADCHECK([](const std::vector<Tensor>& v) { return gelu(v[0], "tanh"); }, {x});
   GRADCHECK([](const std::vector<Tensor>& v) { return clamp(v[0], -0.5, 0.7); }, {x});

@@ -27,7 +27,9 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "compiler/aot/functionalize.h"
 #include "compiler/capture/compiled_state.h"
+#include "compiler/passes/pipeline.h"
 #include "compiler/log.h"
 #include "compiler/graph/printer.h"
 #include "kiln/ops.h"
@@ -458,6 +460,9 @@ class CaptureMode final : public DispatchMode {
       types.push_back(ty);
     }
     rc.outputs = g.add_op(id, attrs, in_values, types, attr_inputs);
+    g.nodes.back().region = in_backward_ ? Node::Region::Backward
+                            : s.has_backward ? Node::Region::Update
+                                             : Node::Region::Forward;
     for (size_t k = 0; k < out.size(); ++k) {
       set_placeholder(rc.outputs[k], out[k]);
       remember(out[k], rc.outputs[k]);
@@ -517,6 +522,11 @@ class CaptureMode final : public DispatchMode {
     const Graph& g = s.graph;
     s.has_backward = true;
     backward_in_segment_ = true;
+    in_backward_ = true;
+    struct EndBackward {
+      bool& flag;
+      ~EndBackward() { flag = false; }
+    } end_backward{in_backward_};
     NoGradGuard no_grad;  // gradients are values, not differentiable themselves
     std::unordered_map<ValueId, Tensor> grad_of;
     for (size_t r = 0; r < roots.size(); ++r) {
@@ -611,15 +621,19 @@ class CaptureMode final : public DispatchMode {
     Segment& s = seg();
     Graph& g = s.graph;
     // Outputs: the computed values whose placeholders are still held.
+    // A tensor written in place stands for several values (the write's
+    // input and output): it takes the last one.
     std::vector<ValueId> live;
+    std::unordered_set<const TensorImpl*> taken;
     bool needs_tape = false;
-    for (size_t v = 0; v < placeholders_.size(); ++v) {
+    for (size_t v = placeholders_.size(); v-- > 0;) {
       auto p = placeholders_[v].lock();
-      if (p && p->storage->is_meta() && raw_[v] == p.get()) {
+      if (p && p->storage->is_meta() && raw_[v] == p.get() && taken.insert(p.get()).second) {
         live.push_back(static_cast<ValueId>(v));
         needs_tape = needs_tape || g.type(static_cast<ValueId>(v)).requires_grad;
       }
     }
+    std::reverse(live.begin(), live.end());
     if (recording_) {
       g.outputs = live;
       s.interpreter.reset();
@@ -632,7 +646,18 @@ class CaptureMode final : public DispatchMode {
         s.interpreter.reset();
       }
     }
-    if (!s.interpreter) s.interpreter = std::make_unique<Interpreter>(g);
+    if (!s.interpreter) {
+      // The pipeline: functionalize, then the graph passes. Inputs, scalar
+      // inputs and outputs keep their positions.
+      s.executable = g;
+      std::vector<Pass> passes = {{"functionalize", [](Graph& x) { functionalize(x); }}};
+      for (Pass& p : default_passes()) passes.push_back(std::move(p));
+      run_passes(s.executable, passes);
+      if (recording_)
+        log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
+                                        print(s.executable));
+      s.interpreter = std::make_unique<Interpreter>(s.executable);
+    }
     Tensors results;
     {
       HideModeGuard below_capture(*this);
@@ -705,7 +730,8 @@ class CaptureMode final : public DispatchMode {
   Variant* var_ = nullptr;
   bool recording_ = true;
   size_t seg_idx_ = 0, call_idx_ = 0;
-  bool backward_in_segment_ = false;  // this call captured a backward into the current segment
+  bool backward_in_segment_ = false;
+  bool in_backward_ = false;  // recording derivative nodes  // this call captured a backward into the current segment
   int64_t s0_ = -1;
   // The current segment's run: inputs by position, scalars, placeholders by value.
   Tensors bound_;

@@ -33,7 +33,8 @@ struct RecordedCall {
 };
 
 struct Segment {
-  Graph graph;
+  Graph graph;       // as captured: what replay checks against
+  Graph executable;  // after functionalization and the passes: what runs
   std::vector<RecordedCall> calls;
   bool has_backward = false;  // a backward pass was captured into this graph
   bool ends_in_break = false;

@@ -72,6 +72,11 @@ struct Node {
   int input_index = -1;  // Input nodes
   Tensor constant;       // Constant nodes
   std::string where;     // user source location "file.cpp:42" (explain, errors); may be empty
+  // Which part of a train step the node belongs to: capture marks the
+  // derivative nodes of a captured backward() and what runs after them
+  // (the optimizer update); the partitioner splits on it.
+  enum class Region : uint8_t { Forward, Backward, Update };
+  Region region = Region::Forward;
 };
 
 struct Value {

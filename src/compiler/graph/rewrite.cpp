@@ -20,6 +20,28 @@ void replace_all_uses(Graph& g, ValueId from, ValueId to) {
     if (v == from) v = to;
 }
 
+ForwardReplacer::ForwardReplacer(const Graph& g) : renamed_(g.values.size()), remove_(g.nodes.size(), false) {
+  for (size_t v = 0; v < renamed_.size(); ++v) renamed_[v] = static_cast<ValueId>(v);
+}
+
+void ForwardReplacer::rename_inputs(Node& node) const {
+  for (ValueId& v : node.inputs)
+    if (v != kNoValue) v = renamed_[static_cast<size_t>(v)];
+}
+
+void ForwardReplacer::replace(const Graph& g, size_t node_index, const std::vector<ValueId>& with) {
+  const Node& n = g.nodes[node_index];
+  KILN_ASSERT(with.size() == n.outputs.size(), "ForwardReplacer: one replacement per output");
+  for (size_t k = 0; k < with.size(); ++k) renamed_[static_cast<size_t>(n.outputs[k])] = with[k];
+  remove_[node_index] = any_ = true;
+}
+
+void ForwardReplacer::finish(Graph& g) {
+  if (!any_) return;
+  for (ValueId& v : g.outputs) v = renamed_[static_cast<size_t>(v)];
+  remove_nodes(g, remove_);
+}
+
 void reindex_values(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -81,30 +103,31 @@ void remove_nodes(Graph& g, const std::vector<bool>& remove) {
 
 ValueId alias_root(const Graph& g, ValueId v) {
   while (v != kNoValue) {
-    const Node& n = g.producer(v);
-    // A view shares its input's storage; an in-place op returns its input.
-    if (n.kind != NodeKind::Op || n.inputs.empty()) break;
-    OpKind kind = op_kind(n.op);
-    if (kind != OpKind::View && kind != OpKind::Inplace) break;
-    v = n.inputs[0];
+    const Value& val = g.values[static_cast<size_t>(v)];
+    const Node& n = g.nodes[static_cast<size_t>(val.node)];
+    // The schema names the input output 0 shares storage with (views and
+    // in-place ops: input 0).
+    if (n.kind != NodeKind::Op || val.output_index != 0) break;
+    int aliased = op_def(n.op).output0_aliases;
+    if (aliased < 0 || static_cast<size_t>(aliased) >= n.inputs.size()) break;
+    v = n.inputs[static_cast<size_t>(aliased)];
   }
   return v;
 }
 
 bool has_side_effects(const Node& node) { return node.kind == NodeKind::Op && !mutated_inputs(node).empty(); }
 
-// Until the op schema states what each op mutates (issue 8c), the two
-// families that do are named here.
+// The schema's mutated inputs that the node passes. An op with a `training`
+// attribute (batch_norm) updates its running statistics only in training.
 std::vector<size_t> mutated_inputs(const Node& node) {
   if (node.kind != NodeKind::Op) return {};
-  if (op_kind(node.op) == OpKind::Inplace) return {0};
-  if (node.op == OpId::batch_norm && node.attrs.has("training") && node.attrs.b("training")) {
-    std::vector<size_t> stats;
-    for (size_t i : {size_t{3}, size_t{4}})  // running_mean, running_var
-      if (i < node.inputs.size() && node.inputs[i] != kNoValue) stats.push_back(i);
-    return stats;
-  }
-  return {};
+  uint32_t bits = op_def(node.op).mutated_inputs;
+  if (bits == 0) return {};
+  if (op_kind(node.op) != OpKind::Inplace && node.attrs.has("training") && !node.attrs.b("training")) return {};
+  std::vector<size_t> written;
+  for (size_t i = 0; i < node.inputs.size() && i < 32; ++i)
+    if (((bits >> i) & 1u) != 0 && node.inputs[i] != kNoValue) written.push_back(i);
+  return written;
 }
 
 std::vector<bool> mutated_storage(const Graph& g) {

@@ -16,19 +16,39 @@ void replace_all_uses(Graph& g, ValueId from, ValueId to);
 // not be removed), then renumbers the remaining values densely in their old
 // order. The removed nodes' outputs must be unused.
 void remove_nodes(Graph& g, const std::vector<bool>& remove);
+// Replacing nodes during one walk over the graph in order: a replaced
+// node's outputs are read from other values, each later read renamed when
+// the walk reaches it (so one replacement exposes the next in a single
+// pass); finish() points the graph outputs at the replacements and removes
+// the replaced nodes.
+class ForwardReplacer {
+ public:
+  explicit ForwardReplacer(const Graph& g);
+  // Call on each node before looking at its inputs.
+  void rename_inputs(Node& node) const;
+  // Reads of node `node_index`'s outputs read `with` (one per output) instead.
+  void replace(const Graph& g, size_t node_index, const std::vector<ValueId>& with);
+  void finish(Graph& g);
+
+ private:
+  std::vector<ValueId> renamed_;
+  std::vector<bool> remove_;
+  bool any_ = false;
+};
+
 // Recomputes Value::node and Value::output_index from Graph::nodes (after
 // nodes were inserted, reordered or replaced).
 void reindex_values(Graph& g);
 
-// The value whose storage `v` shares: follows View ops and Inplace ops (which
-// return their first input) back to the value that owns the storage.
+// The value whose storage `v` shares: follows the schema's output aliasing
+// (views and in-place ops share input 0's) back to the value that owns it.
 ValueId alias_root(const Graph& g, ValueId v);
 // Per value: is its storage (by alias root) written by some node of the
 // graph: an Inplace op's first input, or an op with side effects below.
 std::vector<bool> mutated_storage(const Graph& g);
-// Whether running the node does more than define its outputs: Inplace ops
-// and ops that update an input (batch_norm in training updates its running
-// statistics). Such nodes are never removed or merged.
+// Whether running the node does more than define its outputs: it writes an
+// input (the schema's mutated inputs: in-place ops, batch_norm's running
+// statistics in training). Such nodes are never removed or merged.
 bool has_side_effects(const Node& node);
 // The inputs a side-effecting node writes (indices into node.inputs).
 std::vector<size_t> mutated_inputs(const Node& node);

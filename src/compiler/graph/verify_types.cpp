@@ -42,6 +42,14 @@ std::vector<std::string> verify_types(const Graph& g) {
   std::vector<std::string> problems;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Constant) {
+      const ValueType& recorded = g.type(n.outputs[0]);
+      if (n.constant.shape() != recorded.shape || n.constant.dtype() != recorded.dtype)
+        problems.push_back(detail::concat("node ", i, " (constant): %", n.outputs[0], " is recorded as ",
+                                          type_str(recorded), " but the tensor is ",
+                                          type_str(ValueType::of(n.constant))));
+      continue;
+    }
     if (n.kind != NodeKind::Op || op_kind(n.op) == OpKind::Composite) continue;
     auto problem = [&](auto&&... parts) {
       problems.push_back(detail::concat("node ", i, " (", op_name(n.op), "): ", parts...));

@@ -41,33 +41,35 @@ bool mergeable(const Node& n, const std::vector<bool>& mutated) {
 
 void eliminate_common_subexpressions(Graph& g) {
   const std::vector<bool> mutated = mutated_storage(g);
+  std::vector<bool> is_output(g.values.size(), false);
+  for (ValueId v : g.outputs) is_output[static_cast<size_t>(v)] = true;
+  // Two outputs the caller gets as separate tensors stay separate.
+  auto both_outputs = [&](const Node& a, const Node& b) {
+    for (size_t k = 0; k < a.outputs.size(); ++k)
+      if (is_output[static_cast<size_t>(a.outputs[k])] && is_output[static_cast<size_t>(b.outputs[k])]) return true;
+    return false;
+  };
   // Reads are renamed as the walk goes, so a merge exposes the next one
   // (relu(a) == relu(b) once a and b merged) in a single pass.
-  std::vector<ValueId> renamed(g.values.size());
-  for (size_t v = 0; v < renamed.size(); ++v) renamed[v] = static_cast<ValueId>(v);
+  ForwardReplacer replacer(g);
   std::unordered_multimap<size_t, size_t> seen;  // hash -> node index
-  std::vector<bool> remove(g.nodes.size(), false);
-  bool any = false;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    for (ValueId& v : n.inputs)
-      if (v != kNoValue) v = renamed[static_cast<size_t>(v)];
+    replacer.rename_inputs(n);
     if (!mergeable(n, mutated)) continue;
     size_t h = node_hash(n);
     auto [begin, end] = seen.equal_range(h);
     const Node* earlier = nullptr;
     for (auto it = begin; it != end && earlier == nullptr; ++it)
-      if (same_computation(g.nodes[it->second], n)) earlier = &g.nodes[it->second];
+      if (same_computation(g.nodes[it->second], n) && !both_outputs(g.nodes[it->second], n))
+        earlier = &g.nodes[it->second];
     if (earlier == nullptr) {
       seen.emplace(h, i);
       continue;
     }
-    for (size_t k = 0; k < n.outputs.size(); ++k) renamed[static_cast<size_t>(n.outputs[k])] = earlier->outputs[k];
-    remove[i] = any = true;
+    replacer.replace(g, i, earlier->outputs);
   }
-  if (!any) return;
-  for (ValueId& v : g.outputs) v = renamed[static_cast<size_t>(v)];
-  remove_nodes(g, remove);
+  replacer.finish(g);
 }
 
 }  // namespace kiln::compiler

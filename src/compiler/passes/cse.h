@@ -7,7 +7,9 @@
 // Never merged: random ops (each draw is its own), in-place and other
 // side-effecting ops, and any node that reads or defines storage some node
 // of the graph writes (a value read before and after an in-place update
-// differs). Factory ops merge only with equal attributes, like every op.
+// differs), nor two nodes whose outputs are both graph outputs (the caller
+// gets separate tensors). Factory ops merge only with equal attributes, like
+// every op.
 #pragma once
 #include "compiler/graph/graph.h"
 

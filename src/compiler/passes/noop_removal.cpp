@@ -70,7 +70,8 @@ bool removal_unobservable(const Graph& g, const Node& n, ValueId x, const std::v
   if (op_kind(n.op) == OpKind::View) return true;
   ValueId y = n.outputs[0];
   if (mutated[static_cast<size_t>(x)] || mutated[static_cast<size_t>(y)]) return false;
-  return !(is_output[static_cast<size_t>(y)] && is_caller_tensor(g, x));
+  // The caller expects a fresh tensor, not its input, a constant or another output.
+  return !(is_output[static_cast<size_t>(y)] && (is_caller_tensor(g, x) || is_output[static_cast<size_t>(x)]));
 }
 
 bool is_reshaping_view(OpId op) { return op == OpId::view || op == OpId::squeeze || op == OpId::unsqueeze; }
@@ -110,25 +111,18 @@ void remove_noops(Graph& g) {
   const std::vector<bool> mutated = mutated_storage(g);
   std::vector<bool> is_output(g.values.size(), false);
   for (ValueId v : g.outputs) is_output[static_cast<size_t>(v)] = true;
-  std::vector<ValueId> renamed(g.values.size());
-  for (size_t v = 0; v < renamed.size(); ++v) renamed[v] = static_cast<ValueId>(v);
-  std::vector<bool> remove(g.nodes.size(), false);
-  bool any = false;
+  ForwardReplacer replacer(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    for (ValueId& v : n.inputs)
-      if (v != kNoValue) v = renamed[static_cast<size_t>(v)];
+    replacer.rename_inputs(n);
     if (n.kind != NodeKind::Op || has_side_effects(n)) continue;
     while (collapse_view_pair(g, n)) {
     }
     ValueId x = reproduced_value(g, n);
     if (x == kNoValue || !removal_unobservable(g, n, x, mutated, is_output)) continue;
-    renamed[static_cast<size_t>(n.outputs[0])] = x;
-    remove[i] = any = true;
+    replacer.replace(g, i, {x});
   }
-  if (!any) return;
-  for (ValueId& v : g.outputs) v = renamed[static_cast<size_t>(v)];
-  remove_nodes(g, remove);
+  replacer.finish(g);
 }
 
 }  // namespace kiln::compiler

@@ -14,8 +14,8 @@
 // the inner node, if now unused, is left to dead-code elimination.
 // Nothing observable changes: a non-view no-op is kept when its input or
 // output storage is written in place somewhere in the graph, or when
-// removing it would hand a graph input or constant back as an output (the
-// caller expects a fresh tensor there).
+// removing it would hand a graph input, a constant or another output back as
+// an output (the caller expects a fresh tensor there).
 // One exception in IEEE arithmetic: x + 0 turns -0.0 into +0.0; the pass
 // returns x (-0.0), as PyTorch's compiler does.
 #pragma once

@@ -7,6 +7,7 @@
 #include "compiler/graph/printer.h"
 #include "compiler/graph/verifier.h"
 #include "compiler/passes/constant_folding.h"
+#include "compiler/passes/copy_back_removal.h"
 #include "compiler/passes/cse.h"
 #include "compiler/passes/dead_code.h"
 #include "compiler/passes/noop_removal.h"
@@ -47,6 +48,7 @@ std::vector<Pass> default_passes() {
       {"constant_folding", fold_constants},
       {"noop_removal", remove_noops},
       {"cse", eliminate_common_subexpressions},
+      {"copy_back_removal", [](Graph& g) { remove_unobserved_copy_backs(g); }},
       {"dead_code", eliminate_dead_code},
   };
 }
