@@ -195,5 +195,23 @@ TEST(CaptureModels, DropoutModuleInTrainModeMatchesEagerPerSeed) {
   EXPECT_EQ(cnet.stats().variants, 1);
 }
 
+// Known bug on main (bd2a228), disabled to keep the suite green: a C++
+// number is a wrapped f64[] graph input, but ValueType does not carry
+// wrapped_number, so the verifier after functionalization re-infers
+// mul(f32[], f64[]) as f64[] and capture fails with "internal error: graph
+// 'compiled' is invalid after pass functionalize ... recorded as f32[] but
+// the op gives f64[]". cross_entropy with label smoothing hits it too.
+TEST(CaptureModels, DISABLED_ZeroDimTensorTimesCppNumberMatchesEager) {
+  manual_seed(18);
+  auto f = [](const Tensor& x) { return mul(x.sum(), 0.2); };
+  auto cf = compile(f);
+  Tensor x = randn({4, 3});
+  EXPECT_TENSOR_CLOSE(cf(x), f(x));
+  auto g = [](const Tensor& x, const Tensor& y) { return cross_entropy(x, y, 0.2); };
+  auto cg = compile(g);
+  Tensor y = randint(0, 3, {4});
+  EXPECT_TENSOR_CLOSE(cg(x, y), g(x, y));
+}
+
 }  // namespace
 }  // namespace kiln
