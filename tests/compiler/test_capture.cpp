@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "capture_checks.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/log.h"
 #include "kiln/compile.h"
@@ -94,30 +95,7 @@ TEST(Capture, DynamicBatchCompilesOnceStaticOncePerSizeThenEager) {
   compiler::reset_logs();
 }
 
-// Forward outputs and parameter gradients of the zoo models, compiled vs eager.
-void check_model(const std::string& name, bool training) {
-  manual_seed(3);
-  auto a = models::create(name, name == "airbench" ? 0.5 : 1.0);
-  manual_seed(3);
-  auto b = models::create(name, name == "airbench" ? 0.5 : 1.0);
-  a->train(training);
-  b->train(training);
-  auto cb = compile(b);
-  for (int step = 0; step < 2; ++step) {
-    Tensor x = randn({4, 3, 32, 32});
-    Tensor ya = a->forward(x), yb = cb(x);
-    EXPECT_TENSOR_CLOSE(yb, ya, 1e-5, 1e-5) << name;
-    ya.sum().backward();
-    yb.sum().backward();
-    auto pa = a->named_parameters(), pb = b->named_parameters();
-    ASSERT_EQ(pa.size(), pb.size());
-    for (size_t i = 0; i < pa.size(); ++i) {
-      ASSERT_TRUE(pb[i].second.grad().defined()) << name << " " << pb[i].first;
-      EXPECT_TENSOR_CLOSE(pb[i].second.grad(), pa[i].second.grad(), 1e-5, 1e-5) << name << " " << pa[i].first;
-    }
-  }
-  EXPECT_EQ(cb.stats().variants, 1) << name;
-}
+using testing::check_model;
 
 TEST(Capture, TutorialForwardAndGradientsEqualEager) {
   check_model("tutorial", true);

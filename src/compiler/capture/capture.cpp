@@ -18,6 +18,7 @@
 // gradients with the ops' derivative entries as more nodes of the same
 // graph, so forward, backward and the optimizer update form one graph.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -668,8 +669,12 @@ class CaptureMode final : public DispatchMode {
       bool grad = grad_enabled_ && needs_tape && !s.has_backward;
       NoGradGuard off;
       set_grad_mode(grad);
+      const auto start = st_.time_graph_runs ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       results = s.interpreter->run(TensorSpan(bound_.data(), g.inputs.size()),
                                    std::span<const AttrValue>(scalars_.data(), g.scalar_inputs.size()));
+      if (st_.time_graph_runs)
+        st_.graph_run_ns +=
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     }
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       auto p = placeholders_[g.outputs[k]].lock();

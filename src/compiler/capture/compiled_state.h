@@ -3,6 +3,7 @@
 // checks against. Variants that took different branches after a break share
 // the segments before it.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ class CompiledState {
   CompileOptions options;
   std::vector<std::unique_ptr<Variant>> variants;
   CompileStats stats;
+  // bench/compile_overhead sets time_graph_runs to split a call's time into
+  // the graph's run and the rest (replay, guards, placeholders).
+  bool time_graph_runs = false;
+  int64_t graph_run_ns = 0;  // summed over Interpreter::run calls while timed
 };
 
 }  // namespace kiln::compiler
