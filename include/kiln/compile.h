@@ -22,6 +22,7 @@
 // up to options.recompile_limit; after that the function runs eagerly and the
 // reason is logged once (KILN_LOGS=recompiles).
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -153,6 +154,12 @@ inline auto compile(std::shared_ptr<nn::Module> module, const CompileOptions& op
   nn::Module* m = module.get();
   auto forward = [module](const Tensor& x) { return module->forward(x); };
   return Compiled<decltype(forward)>(forward, options, [m] { return m->is_training() ? 1ull : 2ull; });
+}
+// Any module type (std::make_shared<nn::Sequential>(...)) compiles as a module.
+template <class M>
+  requires std::derived_from<M, nn::Module>
+auto compile(std::shared_ptr<M> module, const CompileOptions& options = {}) {
+  return compile(std::static_pointer_cast<nn::Module>(std::move(module)), options);
 }
 
 }  // namespace kiln

@@ -185,3 +185,19 @@ TEST(Capture, WrappedNumbersKeepTheirPromotion) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Capture, ADerivedModulePointerCompilesAsAModule) {
+  auto seq = std::make_shared<nn::Linear>(4, 2);
+  auto c = compile(seq);
+  Tensor x = randn({3, 4});
+  EXPECT_TENSOR_CLOSE(c(x), seq->forward(x));
+  seq->eval();
+  c(x);
+  EXPECT_EQ(c.stats().variants, 2);  // the training flag is guarded
+}
+
+}  // namespace
+}  // namespace kiln

@@ -195,13 +195,9 @@ TEST(CaptureModels, DropoutModuleInTrainModeMatchesEagerPerSeed) {
   EXPECT_EQ(cnet.stats().variants, 1);
 }
 
-// Known bug on main (bd2a228), disabled to keep the suite green: a C++
-// number is a wrapped f64[] graph input, but ValueType does not carry
-// wrapped_number, so the verifier after functionalization re-infers
-// mul(f32[], f64[]) as f64[] and capture fails with "internal error: graph
-// 'compiled' is invalid after pass functionalize ... recorded as f32[] but
-// the op gives f64[]". cross_entropy with label smoothing hits it too.
-TEST(CaptureModels, DISABLED_ZeroDimTensorTimesCppNumberMatchesEager) {
+// A C++ number keeps its wrapped-number promotion through the graph (it
+// once became f64 after functionalization); label smoothing multiplies by one.
+TEST(CaptureModels, ZeroDimTensorTimesCppNumberMatchesEager) {
   manual_seed(18);
   auto f = [](const Tensor& x) { return mul(x.sum(), 0.2); };
   auto cf = compile(f);

@@ -142,20 +142,19 @@ TEST(Explain, AWholeTrainStepIsOneGraphWithItsBackward) {
   };
   ExplainReport r = explain(ExplainOptions().calls(2), step, x, y);
   EXPECT_TRUE(r.graph_breaks.empty()) << r.str();
-  // The first step creates the momentum buffers (another op sequence); the
-  // second is the step later calls replay. Each is one graph.
-  EXPECT_EQ(r.variants, 2);
-  ASSERT_EQ(r.graphs.size(), 2u);
+  // The momentum buffers exist before the first step, so both calls run the
+  // same ops: one variant, one graph, the second call replays it.
+  EXPECT_EQ(r.variants, 1);
+  ASSERT_EQ(r.graphs.size(), 1u);
   EXPECT_TRUE(r.graphs[0].has_backward);
-  EXPECT_TRUE(r.graphs[1].has_backward);
-  EXPECT_EQ(r.graphs[1].name, "compiled@v2");
-  EXPECT_EQ(r.ops.at("nll_loss_backward"), 2);
-  EXPECT_EQ(r.ops.at("mul_"), 2) << r.str();  // the second step scales the two momentum buffers
+  EXPECT_EQ(r.ops.at("nll_loss_backward"), 1);
+  EXPECT_EQ(r.ops.at("mul_"), 2) << r.str();  // each step scales the two momentum buffers
   // Learning-rate-dependent factors are scalars read on every call, not guards.
-  EXPECT_TRUE(has(r.guards,
-                  "compiled@v2: $0 value, $1 alpha, $2 alpha, $3 alpha, $4 alpha, $5 alpha, $6 alpha read on every "
-                  "call, never guarded"))
-      << r.str();
+  bool scalars_listed = false;
+  for (const std::string& gd : r.guards)
+    scalars_listed = scalars_listed || (gd.find("alpha") != std::string::npos &&
+                                        gd.find("read on every call, never guarded") != std::string::npos);
+  EXPECT_TRUE(scalars_listed) << r.str();
   EXPECT_LE(r.saved_bytes_partitioned, r.saved_bytes_eager);
 }
 
