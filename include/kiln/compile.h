@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <source_location>
+#include "kiln/source_location.h"
 #include <string>
 #include <type_traits>
 #include <utility>

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <source_location>
+#include "kiln/source_location.h"
 #include <ostream>
 #include <string>
 #include <vector>
@@ -91,9 +91,9 @@ class Tensor {
   T* data() const;
   // The single value of a one-element tensor, converted to double/T.
   // `where` names the caller in a graph-break report under capture.
-  double item(const std::source_location& where = std::source_location::current()) const;
+  double item(const SourceLocation& where = SourceLocation::current()) const;
   template <typename T>
-  T item(const std::source_location& where = std::source_location::current()) const {
+  T item(const SourceLocation& where = SourceLocation::current()) const {
     return static_cast<T>(item(where));
   }
   // All elements, in row-major order, converted to T (any device).
@@ -220,7 +220,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // Called when code reads the data of a meta tensor: capture installs one that
 // runs the graph so far and fills the tensor (a graph break); without one the
 // read is a kiln::Error. Thread-local; returns the previous hook.
-using MetaDataAccessHook = void (*)(const Tensor& t, const char* what, const std::source_location& where);
+using MetaDataAccessHook = void (*)(const Tensor& t, const char* what, const SourceLocation& where);
 MetaDataAccessHook set_meta_data_access_hook(MetaDataAccessHook hook);
 
 // Scope that turns off autograd recording (like torch.no_grad()).

@@ -134,7 +134,7 @@ void reset_logs() {
   apply_env(s);
 }
 
-std::string source_location_str(const std::source_location& loc) {
+std::string source_location_str(const SourceLocation& loc) {
   std::string s = loc.file_name();
   s += ':';
   s += std::to_string(loc.line());

@@ -11,7 +11,7 @@
 // place, a fallback for one function) so a loop reports it once per process.
 #pragma once
 #include <cstdint>
-#include <source_location>
+#include "kiln/source_location.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +41,6 @@ void configure_logs(std::string_view spec);
 void reset_logs();
 
 // "file.cpp:42 in run_step": where user code called into the compiler.
-std::string source_location_str(const std::source_location& loc);
+std::string source_location_str(const SourceLocation& loc);
 
 }  // namespace kiln::compiler

@@ -65,7 +65,7 @@ MetaDataAccessHook set_meta_data_access_hook(MetaDataAccessHook hook) {
 // A read of a meta tensor's data: a graph break under capture (the hook fills
 // the tensor), else an error.
 [[gnu::noinline]] static void on_meta_data_access(
-    const Tensor& t, const char* what, const std::source_location& where = std::source_location::current()) {
+    const Tensor& t, const char* what, const SourceLocation& where = SourceLocation::current()) {
   if (t_meta_hook != nullptr) t_meta_hook(t, what, where);
   KILN_CHECK(!t.impl()->storage->is_meta(), what, ": the tensor ", dtype_name(t.dtype()), shape_str(t.shape()),
              " is a meta tensor (shape, dtype and device without memory), so it has no data to read; run the op on "
@@ -99,7 +99,7 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(itemsize());
 }
 
-double Tensor::item(const std::source_location& where) const {
+double Tensor::item(const SourceLocation& where) const {
   checked("item()");
   KILN_CHECK(numel() == 1, "item(): the tensor has ", numel(), " elements (shape ", shape_str(shape()),
              "); item() needs exactly one; index or reduce it first");
@@ -253,7 +253,7 @@ void print_rec(std::ostream& os, const Tensor& t, const std::vector<double>& val
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream os;
-  if (is_meta() && t_meta_hook != nullptr) t_meta_hook(*this, "printing", std::source_location::current());
+  if (is_meta() && t_meta_hook != nullptr) t_meta_hook(*this, "printing", SourceLocation::current());
   if (is_meta()) {
     os << "tensor(..., size=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype());
     if (!device().is_cpu()) os << ", device=" << device();

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <source_location>
+#include "kiln/source_location.h"
 #include <string>
 #include <vector>
 
@@ -101,7 +101,7 @@ TEST_F(CompilerLog, ZeroRecompilesCanBeAssertedFromTheKeptEvents) {
 }
 
 TEST_F(CompilerLog, SourceLocationNamesFileLineAndFunction) {
-  const std::source_location here = std::source_location::current();
+  const SourceLocation here = SourceLocation::current();
   std::string s = source_location_str(here);
   EXPECT_NE(s.find("test_log.cpp:" + std::to_string(here.line())), std::string::npos) << s;
   EXPECT_NE(s.find(" in "), std::string::npos) << s;

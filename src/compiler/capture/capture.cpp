@@ -122,7 +122,7 @@ class CaptureMode final : public DispatchMode {
   }
 
   // A read of a placeholder's data: a graph break.
-  void on_data_access(const Tensor& t, const char* what, const std::source_location& where) {
+  void on_data_access(const Tensor& t, const char* what, const SourceLocation& where) {
     if (!is_ours(t)) return;
     std::string loc = source_location_str(where);
     if (st_.options.fullgraph()) {
@@ -752,7 +752,7 @@ class CaptureMode final : public DispatchMode {
   std::unordered_set<const Variant*> tried_;  // variants switched to in this call
 };
 
-void data_access_hook(const Tensor& t, const char* what, const std::source_location& where) {
+void data_access_hook(const Tensor& t, const char* what, const SourceLocation& where) {
   if (t_active != nullptr) t_active->on_data_access(t, what, where);
 }
 bool backward_hook(const Tensors& roots, const Tensors& grads, bool retain_graph) {
