@@ -1,0 +1,199 @@
+// Lowering a graph to the loop IR (lower_graph.h).
+#include "compiler/lower/lower_graph.h"
+
+#include "compiler/lower/view_access.h"
+#include "kiln/shape.h"
+
+namespace kiln::compiler::lower {
+
+const char* node_lowering_name(NodeLowering l) {
+  switch (l) {
+    case NodeLowering::None: return "none";
+    case NodeLowering::Pointwise: return "pointwise";
+    case NodeLowering::Reduction: return "reduction";
+    case NodeLowering::FoldedView: return "view";
+    case NodeLowering::Extern: return "extern";
+  }
+  return "?";
+}
+
+namespace {
+
+bool kernel_dtype(DType d) { return d == DType::Float32 || d == DType::Bool; }
+
+bool is_scalar_constant(const Graph& g, ValueId v) {
+  const Node& p = g.producer(v);
+  return p.kind == NodeKind::Constant && p.constant.numel() == 1 && !p.constant.is_meta() &&
+         p.constant.device().type == DeviceType::CPU;
+}
+
+bool lowers_as_pointwise(const Graph& g, const Node& n) {
+  if (op_kind(n.op) != OpKind::Pointwise || !n.attr_inputs.empty() || n.outputs.size() != 1) return false;
+  const ValueType& out = g.type(n.outputs[0]);
+  if (!kernel_dtype(out.dtype) || out.device.type != DeviceType::CPU) return false;
+  if (n.op == OpId::cast && !kernel_dtype(n.attrs.dtype("dtype"))) return false;
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue) return false;
+    if (is_scalar_constant(g, v)) continue;
+    const ValueType& t = g.type(v);
+    if (!kernel_dtype(t.dtype) || t.device.type != DeviceType::CPU) return false;
+  }
+  return true;
+}
+
+bool lowers_as_reduction(const Graph& g, const Node& n) {
+  if (n.op != OpId::sum && n.op != OpId::mean && n.op != OpId::amax && n.op != OpId::amin) return false;
+  if (!n.attr_inputs.empty() || n.outputs.size() != 1 || n.inputs.size() != 1) return false;
+  const ValueType& in = g.type(n.inputs[0]);
+  const ValueType& out = g.type(n.outputs[0]);
+  return in.dtype == DType::Float32 && out.dtype == DType::Float32 && in.device.type == DeviceType::CPU;
+}
+
+bool is_unit(const IndexExpr& extent) { return extent.constant() == 1; }
+
+// A loop per dim of the output, named for its dim; a size-1 dim gets no
+// loop (its coordinate is 0).
+std::vector<Loop> loops_over(const std::vector<IndexExpr>& sizes) {
+  std::vector<Loop> loops;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (!is_unit(sizes[d])) loops.push_back({"i" + std::to_string(d), sizes[d]});
+  return loops;
+}
+
+std::vector<IndexExpr> output_coords(const std::vector<IndexExpr>& sizes) {
+  std::vector<IndexExpr> c;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    c.push_back(is_unit(sizes[d]) ? IndexExpr(0) : IndexExpr::symbol("i" + std::to_string(d)));
+  return c;
+}
+
+Store store_of(const Graph& g, ValueId v, ScalarExpr value) {
+  std::vector<IndexExpr> sizes = size_exprs(g.type(v));
+  return Store{v, g.type(v).dtype, output_coords(sizes), sizes, std::move(value)};
+}
+
+Kernel lower_pointwise(const Graph& g, const std::vector<bool>& folded, int node_index) {
+  const Node& n = g.nodes[static_cast<size_t>(node_index)];
+  const ValueType& out = g.type(n.outputs[0]);
+  Kernel k;
+  k.nodes = {node_index};
+  k.loops = loops_over(size_exprs(out));
+  std::vector<IndexExpr> coords = output_coords(size_exprs(out));
+  std::vector<ScalarExpr> operands;
+  for (ValueId v : n.inputs) {
+    if (is_scalar_constant(g, v)) {
+      // The kernels compute in float32 (or on 0/1): a double number reads
+      // as the float it rounds to, as the eager kernel converts it.
+      operands.emplace_back(static_cast<double>(static_cast<float>(g.producer(v).constant.item())));
+      continue;
+    }
+    Load load = resolve_load(g, folded, v, broadcast_coords(g.type(v), out, coords));
+    operands.push_back(ScalarExpr::input(k.add_load(std::move(load))));
+  }
+  ScalarExpr formula = pointwise_expr(n.op, n.attrs, static_cast<int>(n.inputs.size()));
+  k.stores.push_back(store_of(g, n.outputs[0], map_inputs(formula, [&](int i) { return operands.at(static_cast<size_t>(i)); })));
+  return k;
+}
+
+Kernel lower_reduction(const Graph& g, const std::vector<bool>& folded, int node_index) {
+  const Node& n = g.nodes[static_cast<size_t>(node_index)];
+  const ValueType& in = g.type(n.inputs[0]);
+  const ValueType& out = g.type(n.outputs[0]);
+  auto rank = static_cast<int64_t>(in.shape.size());
+  std::vector<int64_t> dims = wrap_dims(n.attrs.ints("dims"), rank, op_name(n.op));
+  bool keepdim = n.attrs.b("keepdim");
+  Kernel k;
+  k.nodes = {node_index};
+  k.loops = loops_over(size_exprs(out));
+  std::vector<IndexExpr> out_coords = output_coords(size_exprs(out));
+  std::vector<IndexExpr> coords;
+  std::vector<IndexExpr> reduced_sizes;
+  size_t next_out = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (reduced) {
+      IndexExpr extent = size_expr(in, static_cast<size_t>(d));
+      reduced_sizes.push_back(extent);
+      if (is_unit(extent)) {
+        coords.emplace_back(0);
+      } else {
+        std::string var = "r" + std::to_string(k.reduce_loops.size());
+        k.reduce_loops.push_back({var, extent});
+        coords.push_back(IndexExpr::symbol(var));
+      }
+      if (keepdim) ++next_out;
+    } else {
+      coords.push_back(out_coords.at(next_out++));
+    }
+  }
+  int x = k.add_load(resolve_load(g, folded, n.inputs[0], std::move(coords)));
+  ReduceOp op = n.op == OpId::amax ? ReduceOp::Max : n.op == OpId::amin ? ReduceOp::Min : ReduceOp::Sum;
+  k.reductions.push_back({op, ScalarExpr::input(x)});
+  ScalarExpr result = ScalarExpr::input(kAccumulatorBase);
+  if (n.op == OpId::mean) {
+    IndexExpr count = product(reduced_sizes);
+    ScalarExpr divisor;
+    if (auto c = count.constant()) {
+      divisor = ScalarExpr(static_cast<double>(*c));
+    } else {
+      k.index_values.push_back(count);
+      divisor = ScalarExpr::input(kIndexValueBase);
+    }
+    result = result / divisor;
+  }
+  k.stores.push_back(store_of(g, n.outputs[0], result));
+  return k;
+}
+
+}  // namespace
+
+std::vector<NodeLowering> classify_nodes(const Graph& g) {
+  std::vector<bool> folded = folded_views(g);
+  std::vector<NodeLowering> kinds;
+  for (const Node& n : g.nodes) {
+    NodeLowering l = NodeLowering::Extern;
+    if (n.kind != NodeKind::Op) l = NodeLowering::None;
+    else if (op_kind(n.op) == OpKind::View) l = folded[n.outputs[0]] ? NodeLowering::FoldedView : NodeLowering::Extern;
+    else if (lowers_as_pointwise(g, n)) l = NodeLowering::Pointwise;
+    else if (lowers_as_reduction(g, n)) l = NodeLowering::Reduction;
+    kinds.push_back(l);
+  }
+  return kinds;
+}
+
+LoopProgram lower_graph(const Graph& g) {
+  LoopProgram p;
+  p.graph = &g;
+  std::vector<bool> folded = folded_views(g);
+  std::vector<NodeLowering> kinds = classify_nodes(g);
+  p.needs_tensor.assign(g.values.size(), false);
+  for (ValueId v : g.outputs) p.needs_tensor[v] = true;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    switch (kinds[i]) {
+      case NodeLowering::None: break;
+      case NodeLowering::Extern:
+        for (ValueId v : n.inputs)
+          if (v != kNoValue) p.needs_tensor[v] = true;
+        p.steps.push_back({Step::Kind::Extern, static_cast<int>(i), -1});
+        break;
+      case NodeLowering::FoldedView:
+        p.steps.push_back({Step::Kind::View, static_cast<int>(i), -1});
+        break;
+      case NodeLowering::Pointwise:
+      case NodeLowering::Reduction:
+        p.kernels.push_back(kinds[i] == NodeLowering::Pointwise ? lower_pointwise(g, folded, static_cast<int>(i))
+                                                                : lower_reduction(g, folded, static_cast<int>(i)));
+        p.kernels.back().name = "k" + std::to_string(p.kernels.size() - 1);
+        p.steps.push_back({Step::Kind::Kernel, -1, static_cast<int>(p.kernels.size()) - 1});
+        break;
+    }
+  }
+  // A folded view needed as a tensor runs eagerly on a tensor of its input.
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (kinds[i] == NodeLowering::FoldedView && p.needs_tensor[g.nodes[i].outputs[0]])
+      p.needs_tensor[g.nodes[i].inputs[0]] = true;
+  return p;
+}
+
+}  // namespace kiln::compiler::lower

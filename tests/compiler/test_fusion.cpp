@@ -1,0 +1,137 @@
+// Vertical fusion on the loop IR (TVM-style expected texts).
+#include <gtest/gtest.h>
+
+#include "compiler/lower/lower_graph.h"
+#include "compiler/schedule/fuse_vertical.h"
+#include "graph_builder.h"
+
+namespace kiln::compiler::schedule {
+namespace {
+
+using lower::LoopProgram;
+using testing::GraphBuilder;
+
+LoopProgram lower_and_fuse(const Graph& g) {
+  LoopProgram p = lower::lower_graph(g);
+  fuse_vertical(p);
+  return p;
+}
+
+TEST(FuseVertical, PointwiseChainIsOneKernelWithOneLoadPerInput) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({8, 16})), a = b.input(randn({8, 16})), c = b.input(randn({16}));
+  ValueId m = b.op(OpId::mul, {x, a});
+  ValueId s = b.op(OpId::add, {m, c});
+  ValueId r = b.op(OpId::relu, {s});
+  b.output(r);
+  LoopProgram p = lower_and_fuse(b.g);
+  ASSERT_EQ(p.kernels.size(), 1u) << print(p);
+  EXPECT_EQ(print(p),
+            "kernel k0 covers #3, 4, 5 {\n"
+            "  for i0 in [0, 8):\n"
+            "    for i1 in [0, 16):\n"
+            "      t0 = mul(%0[16*i0 + i1], %1[16*i0 + i1])\n"
+            "      t1 = add(t0, %2[i1])\n"
+            "      t2 = lt(t1, 0)\n"
+            "      t3 = select(t2, 0, t1)\n"
+            "      %5[16*i0 + i1] = t3\n"
+            "}\n");
+  EXPECT_EQ(p.kernels[0].loads.size(), 3u);
+  EXPECT_EQ(p.kernels[0].stores.size(), 1u);
+}
+
+TEST(FuseVertical, ProducerInlinesThroughATranspose) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({4, 6}));
+  ValueId e = b.op(OpId::exp, {x});
+  ValueId t = b.op(OpId::permute, {e}, Attrs().set("dims", std::vector<int64_t>{1, 0}));
+  ValueId y = b.op(OpId::neg, {t});
+  b.output(y);
+  LoopProgram p = lower_and_fuse(b.g);
+  EXPECT_EQ(print(p),
+            "view %2 = permute(%1)  # #2\n"
+            "kernel k0 covers #1, 3 {\n"
+            "  for i0 in [0, 6):\n"
+            "    for i1 in [0, 4):\n"
+            "      t0 = exp(%0[i0 + 6*i1])\n"
+            "      t1 = neg(t0)\n"
+            "      %3[4*i0 + i1] = t1\n"
+            "}\n");
+}
+
+TEST(FuseVertical, PointwisePrologueIntoAReduction) {
+  // softmax's second half: sum(exp(x - max)) over the last dim.
+  GraphBuilder b;
+  ValueId x = b.input(randn({3, 5}));
+  ValueId mx = b.op(OpId::amax, {x}, Attrs().set("dims", std::vector<int64_t>{1}).set("keepdim", true));
+  ValueId d = b.op(OpId::sub, {x, mx});
+  ValueId e = b.op(OpId::exp, {d});
+  ValueId s = b.op(OpId::sum, {e}, Attrs().set("dims", std::vector<int64_t>{1}).set("keepdim", true));
+  ValueId y = b.op(OpId::div, {e, s});
+  b.output(y);
+  LoopProgram p = lower_and_fuse(b.g);
+  // Three kernels: the max, the sum with exp(x - max) inlined, the division
+  // with exp(x - max) recomputed (cheaper than storing and reloading it).
+  EXPECT_EQ(print(p),
+            "kernel k0 covers #1 {\n"
+            "  for i0 in [0, 3):\n"
+            "    acc0 = max identity\n"
+            "    for r0 in [0, 5):  # reduce\n"
+            "      acc0 = max(acc0, %0[5*i0 + r0])\n"
+            "    %1[i0] = acc0\n"
+            "}\n"
+            "kernel k1 covers #2, 3, 4 {\n"
+            "  for i0 in [0, 3):\n"
+            "    acc0 = sum identity\n"
+            "    for r0 in [0, 5):  # reduce\n"
+            "      t0 = sub(%0[5*i0 + r0], %1[i0])\n"
+            "      t1 = exp(t0)\n"
+            "      acc0 = sum(acc0, t1)\n"
+            "    %4[i0] = acc0\n"
+            "}\n"
+            "kernel k2 covers #2, 3, 5 {\n"
+            "  for i0 in [0, 3):\n"
+            "    for i1 in [0, 5):\n"
+            "      t0 = sub(%0[5*i0 + i1], %1[i0])\n"
+            "      t1 = exp(t0)\n"
+            "      t2 = div(t1, %4[i0])\n"
+            "      %5[5*i0 + i1] = t2\n"
+            "}\n");
+}
+
+TEST(FuseVertical, KeepsWhatATensorIsNeededFor) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({4, 4}));
+  ValueId e = b.op(OpId::exp, {x});
+  ValueId y = b.op(OpId::neg, {e});
+  b.output(e);  // a graph output: stored
+  b.output(y);
+  LoopProgram p = lower_and_fuse(b.g);
+  EXPECT_EQ(p.kernels.size(), 2u) << print(p);
+}
+
+TEST(FuseVertical, NeverMovesAReadPastAnInPlaceWrite) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({4})), d = b.input(randn({4}));
+  ValueId e = b.op(OpId::exp, {x});
+  b.op(OpId::add_, {x, d}, Attrs().set("alpha", 1.0));
+  ValueId y = b.op(OpId::neg, {e});
+  b.output(y);
+  LoopProgram p = lower_and_fuse(b.g);
+  EXPECT_EQ(p.kernels.size(), 2u) << print(p);
+}
+
+TEST(FusionScore, CountsSavedBytes) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({256})), a = b.input(randn({256}));
+  ValueId m = b.op(OpId::mul, {x, a});
+  b.output(b.op(OpId::neg, {m}));
+  LoopProgram p = lower::lower_graph(b.g);
+  // Stored: read x and a, write m, read m once = 4 KiB; inlined: x and a once.
+  EXPECT_EQ(inline_score(p, p.kernels[0], 1), 1024 + 1024 + 1024 + 1024 - 2048);
+  // Three consumers would read x and a three times: 2 KiB + 1 + 3 KiB - 6 KiB.
+  EXPECT_EQ(inline_score(p, p.kernels[0], 3), 2048 + 1024 + 3072 - 6144);
+}
+
+}  // namespace
+}  // namespace kiln::compiler::schedule
