@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include "compiler/codegen/cpp/elf_check.h"
 #include "kiln/error.h"
 
 namespace kiln::compiler::codegen {
@@ -11,6 +12,7 @@ std::shared_ptr<LoadedModule> LoadedModule::try_open(const std::filesystem::path
   // RTLD_NOW: an unresolved symbol (say, a Sleef function the library lacks)
   // fails here, where the JIT can report or rebuild, not at the first call.
   // RTLD_LOCAL: kernels of different modules may share names.
+  if (!elf_file_is_complete(so, error)) return nullptr;  // dlopen would SIGBUS on a truncated file
   void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = dlerror();

@@ -15,8 +15,8 @@ namespace kiln::compiler::codegen {
 
 class LoadedModule {
  public:
-  // dlopen(RTLD_NOW | RTLD_LOCAL) of `so`; nullptr with `error` set (dlerror's
-  // text) when it is not a loadable library, e.g. a truncated cache entry.
+  // dlopen(RTLD_NOW | RTLD_LOCAL) of `so`; nullptr with `error` set when it
+  // is not a whole, loadable library (elf_check.h), e.g. a truncated cache entry.
   static std::shared_ptr<LoadedModule> try_open(const std::filesystem::path& so, std::string key, JitIsa isa,
                                                 std::string& error);
   ~LoadedModule();
