@@ -96,22 +96,8 @@ Tensors Interpreter::run(TensorSpan inputs, std::span<const AttrValue> scalars) 
         Tensors args;
         args.reserve(n.inputs.size());
         for (ValueId v : n.inputs) args.push_back(v == kNoValue ? Tensor() : env[static_cast<size_t>(v)]);
-        Tensors out;
-        if (n.attr_inputs.empty()) {
-          out = dispatch(n.op, std::move(args), n.attrs);
-        } else {
-          Attrs attrs = n.attrs;
-          for (const AttrInput& a : n.attr_inputs) attrs.set(a.attr, scalar[static_cast<size_t>(a.scalar_index)]);
-          out = dispatch(n.op, std::move(args), attrs);
-        }
-        KILN_ASSERT(out.size() == n.outputs.size(), "interpret: ", op_name(n.op), " gave ", out.size(),
-                    " outputs but the graph node has ", n.outputs.size());
-        for (size_t k = 0; k < out.size(); ++k) {
-          // A number made a tensor inside the graph (full of x * 0.5) keeps
-          // its wrapped-number promotion, as it had when captured.
-          if (g_.type(n.outputs[k]).wrapped_number) out[k].impl()->wrapped_number = true;
-          env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
-        }
+        Tensors out = run_node(g_, n, std::move(args), scalar);
+        for (size_t k = 0; k < out.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
         break;
       }
     }
@@ -121,6 +107,24 @@ Tensors Interpreter::run(TensorSpan inputs, std::span<const AttrValue> scalars) 
   result.reserve(g_.outputs.size());
   for (ValueId v : g_.outputs) result.push_back(env[static_cast<size_t>(v)]);
   return result;
+}
+
+Tensors run_node(const Graph& g, const Node& n, Tensors args, std::span<const AttrValue> scalars) {
+  Tensors out;
+  if (n.attr_inputs.empty()) {
+    out = dispatch(n.op, std::move(args), n.attrs);
+  } else {
+    Attrs attrs = n.attrs;
+    for (const AttrInput& a : n.attr_inputs) attrs.set(a.attr, scalars[static_cast<size_t>(a.scalar_index)]);
+    out = dispatch(n.op, std::move(args), attrs);
+  }
+  KILN_ASSERT(out.size() == n.outputs.size(), "interpret: ", op_name(n.op), " gave ", out.size(),
+              " outputs but the graph node has ", n.outputs.size());
+  // A number made a tensor inside the graph (full of x * 0.5) keeps its
+  // wrapped-number promotion, as it had when captured.
+  for (size_t k = 0; k < out.size(); ++k)
+    if (g.type(n.outputs[k]).wrapped_number) out[k].impl()->wrapped_number = true;
+  return out;
 }
 
 Tensors interpret(const Graph& g, TensorSpan inputs, std::span<const AttrValue> scalars) {

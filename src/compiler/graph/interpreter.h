@@ -23,14 +23,22 @@ class Interpreter {
   // `scalars` gives one value per Graph::scalar_inputs entry; empty means
   // the examples seen at capture.
   Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const;
-
- private:
+  // What run() checks and reads first (other backends share them): a
+  // kiln::Error for inputs that do not fit the graph; the scalar inputs'
+  // values for this run.
   void check_inputs(TensorSpan inputs) const;
   std::vector<AttrValue> scalar_values(std::span<const AttrValue> scalars) const;
+
+ private:
 
   const Graph& g_;
   std::vector<std::vector<ValueId>> free_after_;  // per node: values read for the last time there
 };
+
+// Runs one op node on its input tensors with the eager kernels, attributes
+// read from `scalars` (one value per scalar input); outputs keep the
+// wrapped-number flag of their types.
+Tensors run_node(const Graph& g, const Node& n, Tensors args, std::span<const AttrValue> scalars);
 
 // One run (builds an Interpreter; hold one to run a graph many times).
 Tensors interpret(const Graph& g, TensorSpan inputs, std::span<const AttrValue> scalars = {});

@@ -27,6 +27,12 @@ int Kernel::add_load(Load load) {
   return static_cast<int>(loads.size()) - 1;
 }
 
+std::string numbered(const char* prefix, int64_t n) {
+  std::string s = prefix;
+  s += std::to_string(n);
+  return s;
+}
+
 IndexExpr size_expr(const ValueType& t, size_t d) {
   return is_symbolic(t, d) ? IndexExpr::symbol("s0") : IndexExpr(t.shape.at(d));
 }
@@ -83,10 +89,10 @@ struct KernelPrinter {
   int next_temp = 0;
 
   std::string operand(int i) const {
-    if (i >= kIndexValueBase) return "(" + k.index_values.at(static_cast<size_t>(i - kIndexValueBase)).str() + ")";
-    if (i >= kAccumulatorBase) return "acc" + std::to_string(i - kAccumulatorBase);
+    if (i >= kIndexValueBase) return k.index_values.at(static_cast<size_t>(i - kIndexValueBase)).str();
+    if (i >= kAccumulatorBase) return numbered("acc", static_cast<int64_t>(i - kAccumulatorBase));
     const Load& l = k.loads.at(static_cast<size_t>(i));
-    return "%" + std::to_string(l.buffer) + "[" + l.flat().str() + "]";
+    return numbered("%", l.buffer) + "[" + l.flat().str() + "]";
   }
   std::string name(const ScalarExpr& x) const {
     if (x.op() == ExprOp::Input) return operand(x.input_index());
@@ -98,7 +104,7 @@ struct KernelPrinter {
   std::vector<std::string> compute(int depth, const std::vector<ScalarExpr>& roots) {
     for (const ScalarExpr& x : ssa_order(roots)) {
       if (temps.count(x.id())) continue;
-      std::string t = "t" + std::to_string(next_temp++);
+      std::string t = numbered("t", static_cast<int64_t>(next_temp++));
       std::string s = t + " = " + expr_op_name(x.op());
       if (x.op() == ExprOp::Cast) s += std::string("<") + dtype_name(x.cast_dtype()) + ">";
       s += "(";
@@ -123,14 +129,14 @@ std::string print(const Kernel& k) {
   for (const Loop& l : k.loops) p.line(depth++, "for " + l.var + " in [0, " + l.extent.str() + "):");
   if (k.is_reduction()) {
     for (size_t j = 0; j < k.reductions.size(); ++j)
-      p.line(depth, "acc" + std::to_string(j) + " = " + reduce_op_name(k.reductions[j].op) + " identity");
+      p.line(depth, numbered("acc", static_cast<int64_t>(j)) + " = " + reduce_op_name(k.reductions[j].op) + " identity");
     int rdepth = depth;
     for (const Loop& l : k.reduce_loops) p.line(rdepth++, "for " + l.var + " in [0, " + l.extent.str() + "):  # reduce");
     std::vector<ScalarExpr> values;
     for (const Reduction& r : k.reductions) values.push_back(r.value);
     std::vector<std::string> names = p.compute(rdepth, values);
     for (size_t j = 0; j < k.reductions.size(); ++j) {
-      std::string acc = "acc" + std::to_string(j);
+      std::string acc = numbered("acc", static_cast<int64_t>(j));
       p.line(rdepth, acc + " = " + reduce_op_name(k.reductions[j].op) + "(" + acc + ", " + names[j] + ")");
     }
     // The stores' temporaries are computed after the reduced loops.
@@ -140,7 +146,7 @@ std::string print(const Kernel& k) {
   for (const Store& s : k.stores) values.push_back(s.value);
   std::vector<std::string> names = p.compute(depth, values);
   for (size_t j = 0; j < k.stores.size(); ++j)
-    p.line(depth, "%" + std::to_string(k.stores[j].buffer) + "[" + k.stores[j].flat().str() + "] = " + names[j]);
+    p.line(depth, numbered("%", k.stores[j].buffer) + "[" + k.stores[j].flat().str() + "] = " + names[j]);
   p.line(0, "}");
   return p.out;
 }
@@ -154,9 +160,9 @@ std::string print(const LoopProgram& p) {
       case Step::Kind::View: {
         const Node& n = p.graph->nodes.at(static_cast<size_t>(s.node));
         std::string outs;
-        for (ValueId v : n.outputs) outs += (outs.empty() ? "%" : ", %") + std::to_string(v);
+        for (ValueId v : n.outputs) outs += (outs.empty() ? "" : ", ") + numbered("%", v);
         std::string ins;
-        for (ValueId v : n.inputs) ins += (ins.empty() ? "" : ", ") + (v == kNoValue ? std::string("None") : "%" + std::to_string(v));
+        for (ValueId v : n.inputs) ins += (ins.empty() ? "" : ", ") + (v == kNoValue ? std::string("None") : numbered("%", v));
         out += std::string(s.kind == Step::Kind::View ? "view " : "extern ") + outs + " = " + op_name(n.op) + "(" +
                ins + ")  # #" + std::to_string(s.node) + "\n";
         break;

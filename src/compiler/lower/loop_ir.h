@@ -96,6 +96,10 @@ struct LoopProgram {
   std::vector<bool> needs_tensor;
 };
 
+// prefix followed by n ("i0", "k3"); appended, since GCC 12 warns falsely
+// (-Wrestrict) about "i" + std::to_string(n).
+std::string numbered(const char* prefix, int64_t n);
+
 // The extent of dim d of a value: s0 where the dim is symbolic.
 IndexExpr size_expr(const ValueType& t, size_t d);
 std::vector<IndexExpr> size_exprs(const ValueType& t);

@@ -36,7 +36,12 @@ bool lowers_as_pointwise(const Graph& g, const Node& n) {
     if (v == kNoValue) return false;
     if (is_scalar_constant(g, v)) continue;
     const ValueType& t = g.type(v);
-    if (!kernel_dtype(t.dtype) || t.device.type != DeviceType::CPU) return false;
+    if (t.device.type != DeviceType::CPU) return false;
+    // A 0-dim number of another dtype (a C++ number made a graph input:
+    // x * 0.5, var + eps) takes part in float32 math as the float it
+    // converts to, as in the eager kernel, when the result is float32.
+    bool number = t.shape.empty() && (t.dtype == DType::Float64 || t.dtype == DType::Int64 || t.dtype == DType::Int32);
+    if (!kernel_dtype(t.dtype) && !(number && out.dtype == DType::Float32)) return false;
   }
   return true;
 }
@@ -56,14 +61,14 @@ bool is_unit(const IndexExpr& extent) { return extent.constant() == 1; }
 std::vector<Loop> loops_over(const std::vector<IndexExpr>& sizes) {
   std::vector<Loop> loops;
   for (size_t d = 0; d < sizes.size(); ++d)
-    if (!is_unit(sizes[d])) loops.push_back({"i" + std::to_string(d), sizes[d]});
+    if (!is_unit(sizes[d])) loops.push_back({numbered("i", static_cast<int64_t>(d)), sizes[d]});
   return loops;
 }
 
 std::vector<IndexExpr> output_coords(const std::vector<IndexExpr>& sizes) {
   std::vector<IndexExpr> c;
   for (size_t d = 0; d < sizes.size(); ++d)
-    c.push_back(is_unit(sizes[d]) ? IndexExpr(0) : IndexExpr::symbol("i" + std::to_string(d)));
+    c.push_back(is_unit(sizes[d]) ? IndexExpr(0) : IndexExpr::symbol(numbered("i", static_cast<int64_t>(d))));
   return c;
 }
 
@@ -117,7 +122,7 @@ Kernel lower_reduction(const Graph& g, const std::vector<bool>& folded, int node
       if (is_unit(extent)) {
         coords.emplace_back(0);
       } else {
-        std::string var = "r" + std::to_string(k.reduce_loops.size());
+        std::string var = numbered("r", static_cast<int64_t>(k.reduce_loops.size()));
         k.reduce_loops.push_back({var, extent});
         coords.push_back(IndexExpr::symbol(var));
       }
@@ -184,7 +189,7 @@ LoopProgram lower_graph(const Graph& g) {
       case NodeLowering::Reduction:
         p.kernels.push_back(kinds[i] == NodeLowering::Pointwise ? lower_pointwise(g, folded, static_cast<int>(i))
                                                                 : lower_reduction(g, folded, static_cast<int>(i)));
-        p.kernels.back().name = "k" + std::to_string(p.kernels.size() - 1);
+        p.kernels.back().name = numbered("k", static_cast<int64_t>(p.kernels.size() - 1));
         p.steps.push_back({Step::Kind::Kernel, -1, static_cast<int>(p.kernels.size()) - 1});
         break;
     }

@@ -168,7 +168,7 @@ void fuse_vertical(LoopProgram& p) {
     if (!dead[i]) {
       renumber[i] = static_cast<int>(kept.size());
       kept.push_back(std::move(p.kernels[i]));
-      kept.back().name = "k" + std::to_string(kept.size() - 1);
+      kept.back().name = numbered("k", static_cast<int64_t>(kept.size() - 1));
     }
   std::vector<Step> steps;
   for (Step st : p.steps) {

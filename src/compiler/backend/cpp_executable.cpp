@@ -1,0 +1,116 @@
+// Running a graph on generated C++ kernels (cpp_executable.h).
+#include "compiler/backend/cpp_executable.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "compiler/codegen/cpp/jit_compiler.h"
+#include "compiler/codegen/cpp/render_c_like.h"
+#include "compiler/codegen/cpp/render_cpp.h"
+#include "compiler/lower/lower_graph.h"
+#include "compiler/passes/pipeline.h"
+#include "compiler/schedule/fuse_vertical.h"
+
+namespace kiln::compiler {
+
+using lower::Step;
+
+CppExecutable::CppExecutable(const Graph& g) : g_(g), checks_(g), program_(lower::lower_graph(g)) {
+  schedule::fuse_vertical(program_);
+  if (dump_enabled("loops"))
+    std::cerr << "// ---- loops of graph " << g.name << " (" << program_.kernels.size() << " kernels) ----\n"
+              << print(program_) << std::flush;
+  if (!program_.kernels.empty()) {
+    source_ = codegen::render_cpp(program_);
+    if (dump_enabled("kernels")) std::cerr << "// ---- kernels of graph " << g.name << " ----\n" << source_ << std::flush;
+    module_ = codegen::compile_cpp(source_);
+    for (const lower::Kernel& k : program_.kernels) {
+      functions_.push_back(module_->symbol<KernelFn>(codegen::kernel_symbol(k)));
+      buffers_.push_back(codegen::kernel_buffers(k));
+    }
+  }
+  // The last step reading each value; graph outputs live on.
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t s = 0; s < program_.steps.size(); ++s) {
+    const Step& st = program_.steps[s];
+    std::vector<ValueId> reads;
+    if (st.kind == Step::Kind::Kernel) reads = buffers_[static_cast<size_t>(st.kernel)];
+    else reads = g.nodes[static_cast<size_t>(st.node)].inputs;
+    for (ValueId v : reads)
+      if (v != kNoValue) last_use[static_cast<size_t>(v)] = static_cast<int>(s);
+  }
+  for (ValueId v : g.outputs) last_use[static_cast<size_t>(v)] = static_cast<int>(program_.steps.size());
+  free_after_.resize(program_.steps.size());
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (last_use[v] >= 0 && static_cast<size_t>(last_use[v]) < program_.steps.size())
+      free_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<ValueId>(v));
+}
+
+CppExecutable::~CppExecutable() = default;
+
+Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars) const {
+  checks_.check_inputs(inputs);
+  std::vector<AttrValue> scalar = checks_.scalar_values(scalars);
+  int64_t s0 = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) matches_type(inputs[i], g_.type(g_.inputs[i]), s0);
+  std::vector<Tensor> env(g_.values.size());
+  for (const Node& n : g_.nodes) {
+    if (n.kind == NodeKind::Input) env[static_cast<size_t>(n.outputs[0])] = inputs[static_cast<size_t>(n.input_index)];
+    else if (n.kind == NodeKind::Constant) env[static_cast<size_t>(n.outputs[0])] = n.constant;
+  }
+  auto tensor = [&](ValueId v) -> const Tensor& {
+    const Tensor& t = env[static_cast<size_t>(v)];
+    KILN_ASSERT(t.defined(), "CppExecutable(graph ", g_.name, "): %", v, " is read before it is computed");
+    return t;
+  };
+  auto run_op = [&](const Node& n) {
+    Tensors args;
+    for (ValueId v : n.inputs) args.push_back(v == kNoValue ? Tensor() : tensor(v));
+    Tensors out = run_node(g_, n, std::move(args), scalar);
+    for (size_t k = 0; k < out.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
+  };
+  const int64_t sizes[1] = {s0};
+  for (size_t s = 0; s < program_.steps.size(); ++s) {
+    const Step& st = program_.steps[s];
+    switch (st.kind) {
+      case Step::Kind::Extern: run_op(g_.nodes[static_cast<size_t>(st.node)]); break;
+      case Step::Kind::View: {
+        const Node& n = g_.nodes[static_cast<size_t>(st.node)];
+        if (program_.needs_tensor[static_cast<size_t>(n.outputs[0])]) run_op(n);
+        break;
+      }
+      case Step::Kind::Kernel: {
+        auto k = static_cast<size_t>(st.kernel);
+        const lower::Kernel& kernel = program_.kernels[k];
+        std::vector<Tensor> held;  // contiguous copies live through the call
+        std::vector<void*> pointers;
+        for (ValueId v : buffers_[k]) {
+          bool stored = std::any_of(kernel.stores.begin(), kernel.stores.end(),
+                                    [&](const lower::Store& x) { return x.buffer == v; });
+          if (stored) {
+            const ValueType& t = g_.type(v);
+            Shape shape = t.shape;
+            for (size_t d = 0; d < shape.size(); ++d)
+              if (is_symbolic(t, d)) shape[d] = s0;
+            Tensor out = Tensor::empty(shape, t.dtype, t.device);
+            if (t.wrapped_number) out.impl()->wrapped_number = true;
+            env[static_cast<size_t>(v)] = out;
+            pointers.push_back(out.data_ptr());
+          } else {
+            const Tensor& in = tensor(v);
+            held.push_back(in.is_contiguous() ? in : in.contiguous());
+            pointers.push_back(held.back().data_ptr());
+          }
+        }
+        functions_[k](pointers.data(), sizes);
+        break;
+      }
+    }
+    for (ValueId v : free_after_[s]) env[static_cast<size_t>(v)] = Tensor();
+  }
+  Tensors result;
+  for (ValueId v : g_.outputs) result.push_back(env[static_cast<size_t>(v)]);
+  return result;
+}
+
+}  // namespace kiln::compiler

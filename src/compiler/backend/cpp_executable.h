@@ -1,0 +1,53 @@
+// A graph compiled for the CPU (docs/loop-ir.md, "Running"): lowered to loop
+// kernels, fused, rendered to C++, built by the JIT (codegen/cpp/
+// jit_compiler.h, cached on disk), and run with the same call as the
+// reference Interpreter, against which every result is tested.
+//
+// A run walks the program's steps: extern nodes (conv2d, matmul, pooling,
+// batch_norm, anything that did not lower) run their eager kernels through
+// kiln::dispatch, folded views run eagerly only where a tensor of them is
+// needed, kernels run the compiled functions on contiguous buffers (an
+// input given with other strides is made contiguous for the call). Each
+// intermediate is freed after its last use; outputs that are graph inputs or
+// constants come back as those very tensors.
+//
+// KILN_DUMP=loops prints the fused loop program, KILN_DUMP=kernels the
+// generated C++, both to stderr when the executable is built.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/interpreter.h"
+#include "compiler/lower/loop_ir.h"
+
+namespace kiln::compiler::codegen {
+class LoadedModule;
+}
+
+namespace kiln::compiler {
+
+class CppExecutable {
+ public:
+  // Compiles `g` (which must outlive the executable and not change).
+  explicit CppExecutable(const Graph& g);
+  ~CppExecutable();
+  Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const;
+
+  const lower::LoopProgram& program() const { return program_; }
+  const std::string& source() const { return source_; }  // empty when nothing lowered
+
+ private:
+  using KernelFn = void (*)(void* const*, const int64_t*);
+  const Graph& g_;
+  Interpreter checks_;  // input and scalar checks, shared with the reference
+  lower::LoopProgram program_;
+  std::string source_;
+  std::shared_ptr<codegen::LoadedModule> module_;
+  std::vector<KernelFn> functions_;                 // per kernel
+  std::vector<std::vector<ValueId>> buffers_;       // per kernel: its arguments
+  std::vector<std::vector<ValueId>> free_after_;    // per step
+};
+
+}  // namespace kiln::compiler
