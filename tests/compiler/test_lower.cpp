@@ -4,6 +4,7 @@
 
 #include "compiler/lower/index_expr.h"
 #include "compiler/lower/lower_graph.h"
+#include "compiler/lower/merge_loops.h"
 #include "graph_builder.h"
 
 namespace kiln::compiler::lower {
@@ -138,6 +139,34 @@ TEST(Lower, WhatDoesNotLowerStaysExtern) {
   EXPECT_EQ(kinds[5], NodeLowering::Extern);     // var
   LoopProgram p = lower_graph(b.g);
   EXPECT_TRUE(p.needs_tensor[static_cast<size_t>(r)]);  // read by extern nodes
+}
+
+TEST(MergeLoops, ContiguousDimsBecomeOneLoop) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({8, 16, 4, 4}), /*symbolic_dims=*/1), scale = b.input(randn({16, 1, 1}));
+  ValueId y = b.op(OpId::mul, {x, scale});
+  ValueId s = b.op(OpId::sum, {y}, Attrs().set("dims", std::vector<int64_t>{2, 3}).set("keepdim", false));
+  b.output(s);
+  b.output(y);
+  LoopProgram p = lower_graph(b.g);
+  merge_loops(p);
+  // i0 and i1 stay apart (scale reads i1 alone); i2 and i3 merge, and so do
+  // the two reduced loops.
+  EXPECT_EQ(print(p),
+            "kernel k0 covers #2 {\n"
+            "  for i0 in [0, s0):\n"
+            "    for i1 in [0, 16):\n"
+            "      for i2 in [0, 16):\n"
+            "        t0 = mul(%0[256*i0 + 16*i1 + i2], %1[i1])\n"
+            "        %2[256*i0 + 16*i1 + i2] = t0\n"
+            "}\n"
+            "kernel k1 covers #3 {\n"
+            "  for i0 in [0, 16*s0):\n"
+            "    acc0 = sum identity\n"
+            "    for r0 in [0, 16):  # reduce\n"
+            "      acc0 = sum(acc0, %2[16*i0 + r0])\n"
+            "    %3[i0] = acc0\n"
+            "}\n");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "compiler/codegen/cpp/render_c_like.h"
 #include "compiler/codegen/cpp/render_cpp.h"
 #include "compiler/lower/lower_graph.h"
+#include "compiler/lower/merge_loops.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/schedule/fuse_vertical.h"
 
@@ -17,6 +18,7 @@ using lower::Step;
 
 CppExecutable::CppExecutable(const Graph& g) : g_(g), checks_(g), program_(lower::lower_graph(g)) {
   schedule::fuse_vertical(program_);
+  lower::merge_loops(program_);
   if (dump_enabled("loops"))
     std::cerr << "// ---- loops of graph " << g.name << " (" << program_.kernels.size() << " kernels) ----\n"
               << print(program_) << std::flush;

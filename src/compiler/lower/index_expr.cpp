@@ -77,6 +77,20 @@ std::optional<int64_t> IndexExpr::stride_of(const std::string& symbol) const {
   return c;
 }
 
+std::optional<IndexExpr> IndexExpr::coefficient_of(const std::string& symbol) const {
+  IndexExpr c;
+  for (const IndexTerm& t : terms_) {
+    auto n = std::count(t.symbols.begin(), t.symbols.end(), symbol);
+    if (n == 0) continue;
+    if (n > 1) return std::nullopt;
+    IndexTerm rest = t;
+    rest.symbols.erase(std::find(rest.symbols.begin(), rest.symbols.end(), symbol));
+    c.terms_.push_back(std::move(rest));
+  }
+  c.canonicalize();
+  return c;
+}
+
 IndexExpr IndexExpr::substitute(const std::map<std::string, IndexExpr>& with) const {
   IndexExpr r;
   for (const IndexTerm& t : terms_) {

@@ -45,6 +45,9 @@ class IndexExpr {
   // without it) with an integer c (0 when it does not appear); nullopt when
   // the symbol's coefficient involves other symbols.
   std::optional<int64_t> stride_of(const std::string& symbol) const;
+  // The index c when the index is c * symbol + (terms without it), c free
+  // of the symbol (0 when it does not appear); nullopt when not linear in it.
+  std::optional<IndexExpr> coefficient_of(const std::string& symbol) const;
   // Each named symbol replaced by an index (the rest kept).
   IndexExpr substitute(const std::map<std::string, IndexExpr>& with) const;
   // The value with every symbol bound (kiln::Error naming an unbound one).
