@@ -48,8 +48,9 @@ struct CompileOptions {
   // The batch size (dim 0 of the tensor arguments) is a symbol: other sizes
   // reuse the graph instead of recompiling.
   KILN_ARG(bool, dynamic) = false;
-  // "interpreter" (runs graphs with the eager kernels); "cpp" and "cuda" come
-  // with the code generators.
+  // "interpreter" (runs graphs with the eager kernels); "cpp" (pointwise ops
+  // and reductions as generated, fused C++ kernels, the rest on the eager
+  // kernels: docs/loop-ir.md); "cuda" comes with its code generator.
   KILN_ARG(std::string, backend) = "interpreter";
   KILN_ARG(int, recompile_limit) = 8;
   KILN_ARG(std::string, name) = "compiled";

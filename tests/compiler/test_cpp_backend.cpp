@@ -244,3 +244,54 @@ TEST(CppBackend, CapturedGeluSoftmaxAndBatchNormApply) {
 
 }  // namespace
 }  // namespace kiln::compiler
+
+namespace kiln::compiler {
+namespace {
+
+// kiln::compile with backend("cpp"): whole models, forward and train step.
+TEST(CppBackendCompile, ModelForwardMatchesEager) {
+  manual_seed(11);
+  auto model = models::create("airbench", 0.25);
+  model->eval();
+  NoGradGuard no_grad;
+  auto forward = compile(model, CompileOptions().backend("cpp").name("airbench_eval"));
+  for (int i = 0; i < 2; ++i) {
+    Tensor x = randn({4, 3, 32, 32});
+    EXPECT_TENSOR_CLOSE(forward(x), model->forward(x), 1e-4, 1e-5) << "call " << i;
+  }
+}
+
+TEST(CppBackendCompile, TrainStepMatchesTheInterpreterBackend) {
+  auto train = [](const std::string& backend) {
+    manual_seed(12);
+    auto model = models::tutorial_cnn();
+    optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
+    auto step = compile(
+        [&](const Tensor& x, const Tensor& y) {
+          Tensor loss = cross_entropy(model->forward(x), y);
+          opt.zero_grad();
+          loss.backward();
+          opt.step();
+          return loss;
+        },
+        CompileOptions().fullgraph(true).backend(backend).name("train_step"));
+    manual_seed(13);
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i) losses.push_back(step(randn({8, 3, 32, 32}), randint(0, 10, {8})).item());
+    Tensors params;
+    for (const Tensor& p : model->parameters()) params.push_back(p.detach().clone());
+    return std::make_pair(losses, params);
+  };
+  auto [want_losses, want_params] = train("interpreter");
+  auto [got_losses, got_params] = train("cpp");
+  for (size_t i = 0; i < want_losses.size(); ++i) EXPECT_NEAR(got_losses[i], want_losses[i], 1e-5 * std::abs(want_losses[i])) << "step " << i;
+  ASSERT_EQ(got_params.size(), want_params.size());
+  for (size_t i = 0; i < got_params.size(); ++i) EXPECT_TENSOR_CLOSE(got_params[i], want_params[i], 1e-4, 1e-5) << "parameter " << i;
+}
+
+TEST(CppBackendCompile, UnknownBackendIsAnError) {
+  EXPECT_THROW(compile([](const Tensor& x) { return x; }, CompileOptions().backend("metal")), Error);
+}
+
+}  // namespace
+}  // namespace kiln::compiler

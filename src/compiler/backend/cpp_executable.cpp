@@ -16,7 +16,7 @@ namespace kiln::compiler {
 
 using lower::Step;
 
-CppExecutable::CppExecutable(const Graph& g) : g_(g), checks_(g), program_(lower::lower_graph(g)) {
+CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lower::lower_graph(g)) {
   schedule::fuse_vertical(program_);
   lower::merge_loops(program_);
   if (dump_enabled("loops"))
@@ -51,8 +51,9 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), checks_(g), program_(lower
 CppExecutable::~CppExecutable() = default;
 
 Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars) const {
-  checks_.check_inputs(inputs);
-  std::vector<AttrValue> scalar = checks_.scalar_values(scalars);
+  if (grad_mode_enabled()) return reference_.run(inputs, scalars);
+  reference_.check_inputs(inputs);
+  std::vector<AttrValue> scalar = reference_.scalar_values(scalars);
   int64_t s0 = -1;
   for (size_t i = 0; i < inputs.size(); ++i) matches_type(inputs[i], g_.type(g_.inputs[i]), s0);
   std::vector<Tensor> env(g_.values.size());
@@ -113,6 +114,12 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
   Tensors result;
   for (ValueId v : g_.outputs) result.push_back(env[static_cast<size_t>(v)]);
   return result;
+}
+
+std::unique_ptr<GraphExecutable> make_executable(const Graph& g, const std::string& backend) {
+  if (backend == "interpreter") return std::make_unique<Interpreter>(g);
+  if (backend == "cpp") return std::make_unique<CppExecutable>(g);
+  KILN_FAIL("compile: backend \"", backend, "\" is not available; use \"interpreter\" or \"cpp\"");
 }
 
 }  // namespace kiln::compiler

@@ -11,6 +11,10 @@
 // intermediate is freed after its last use; outputs that are graph inputs or
 // constants come back as those very tensors.
 //
+// Autograd sees no generated kernel: a run in grad mode (a forward whose
+// outputs need gradients) goes through the reference Interpreter, so the
+// tape records every op as eager mode would.
+//
 // KILN_DUMP=loops prints the fused loop program, KILN_DUMP=kernels the
 // generated C++, both to stderr when the executable is built.
 #pragma once
@@ -28,12 +32,12 @@ class LoadedModule;
 
 namespace kiln::compiler {
 
-class CppExecutable {
+class CppExecutable : public GraphExecutable {
  public:
   // Compiles `g` (which must outlive the executable and not change).
   explicit CppExecutable(const Graph& g);
-  ~CppExecutable();
-  Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const;
+  ~CppExecutable() override;
+  Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const override;
 
   const lower::LoopProgram& program() const { return program_; }
   const std::string& source() const { return source_; }  // empty when nothing lowered
@@ -41,7 +45,7 @@ class CppExecutable {
  private:
   using KernelFn = void (*)(void* const*, const int64_t*);
   const Graph& g_;
-  Interpreter checks_;  // input and scalar checks, shared with the reference
+  Interpreter reference_;  // input and scalar checks; runs in grad mode
   lower::LoopProgram program_;
   std::string source_;
   std::shared_ptr<codegen::LoadedModule> module_;
@@ -49,5 +53,9 @@ class CppExecutable {
   std::vector<std::vector<ValueId>> buffers_;       // per kernel: its arguments
   std::vector<std::vector<ValueId>> free_after_;    // per step
 };
+
+// The executable of a backend: "interpreter" or "cpp" (kiln::Error naming
+// the choices for another name).
+std::unique_ptr<GraphExecutable> make_executable(const Graph& g, const std::string& backend);
 
 }  // namespace kiln::compiler

@@ -28,6 +28,7 @@
 
 #include "autograd/node.h"
 #include "compiler/aot/functionalize.h"
+#include "compiler/backend/cpp_executable.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/log.h"
@@ -659,7 +660,7 @@ class CaptureMode final : public DispatchMode {
       if (recording_)
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
                                         print(s.executable));
-      s.interpreter = std::make_unique<Interpreter>(s.executable);
+      s.interpreter = make_executable(s.executable, st_.options.backend());
     }
     Tensors results;
     {
@@ -774,8 +775,8 @@ struct ActiveCapture {
 thread_local std::vector<ActiveCapture> t_captures;
 
 std::shared_ptr<compiler::CompiledState> make_compiled_state(const CompileOptions& options) {
-  KILN_CHECK(options.backend() == "interpreter", "compile: backend \"", options.backend(),
-             "\" is not available yet; use \"interpreter\"");
+  KILN_CHECK(options.backend() == "interpreter" || options.backend() == "cpp", "compile: backend \"",
+             options.backend(), "\" is not available yet; use \"interpreter\" or \"cpp\"");
   KILN_CHECK(options.mode() == "default" || options.mode() == "reduce-overhead" || options.mode() == "max-autotune",
              "compile: mode must be \"default\", \"reduce-overhead\" or \"max-autotune\", got \"", options.mode(), "\"");
   KILN_CHECK(options.recompile_limit() >= 1, "compile: recompile_limit must be >= 1, got ", options.recompile_limit());

@@ -41,7 +41,7 @@ struct Segment {
   // The read that broke the graph: what (item(), printing, data_ptr()), the
   // op whose result was read, and the user's source location.
   std::string break_what, break_op, break_where;
-  std::unique_ptr<Interpreter> interpreter;  // built on first run, rebuilt when outputs change
+  std::unique_ptr<GraphExecutable> interpreter;  // options.backend's; built on first run, rebuilt when outputs change
 };
 
 struct Variant {

@@ -11,18 +11,19 @@
 #include <span>
 #include <vector>
 
+#include "compiler/graph/executable.h"
 #include "compiler/graph/graph.h"
 
 namespace kiln::compiler {
 
 // A graph prepared for repeated runs: the last use of each value is found
 // once. The graph must outlive the Interpreter and not change while it lives.
-class Interpreter {
+class Interpreter : public GraphExecutable {
  public:
   explicit Interpreter(const Graph& g);
   // `scalars` gives one value per Graph::scalar_inputs entry; empty means
   // the examples seen at capture.
-  Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const;
+  Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const override;
   // What run() checks and reads first (other backends share them): a
   // kiln::Error for inputs that do not fit the graph; the scalar inputs'
   // values for this run.
