@@ -32,18 +32,26 @@ bool lowers_as_pointwise(const Graph& g, const Node& n) {
   const ValueType& out = g.type(n.outputs[0]);
   if (!kernel_dtype(out.dtype) || out.device.type != DeviceType::CPU) return false;
   if (n.op == OpId::cast && !kernel_dtype(n.attrs.dtype("dtype"))) return false;
+  bool has_number = false;
+  Tensors metas;
   for (ValueId v : n.inputs) {
     if (v == kNoValue) return false;
-    if (is_scalar_constant(g, v)) continue;
+    metas.push_back(g.type(v).meta());
     const ValueType& t = g.type(v);
+    if (is_scalar_constant(g, v)) {
+      has_number = has_number || !kernel_dtype(t.dtype);
+      continue;
+    }
     if (t.device.type != DeviceType::CPU) return false;
+    if (kernel_dtype(t.dtype)) continue;
     // A 0-dim number of another dtype (a C++ number made a graph input:
-    // x * 0.5, var + eps) takes part in float32 math as the float it
-    // converts to, as in the eager kernel, when the result is float32.
+    // x * 0.5, var + eps, x > 0) takes part in float32 math as the float it
+    // converts to, as in the eager kernel.
     bool number = t.shape.empty() && (t.dtype == DType::Float64 || t.dtype == DType::Int64 || t.dtype == DType::Int32);
-    if (!kernel_dtype(t.dtype) && !(number && out.dtype == DType::Float32)) return false;
+    if (!number) return false;
+    has_number = true;
   }
-  return true;
+  return !has_number || result_type(metas) == DType::Float32;
 }
 
 bool lowers_as_reduction(const Graph& g, const Node& n) {
