@@ -11,6 +11,7 @@
 #include "compiler/graph/printer.h"
 #include "graph_builder.h"
 #include "kiln/compile.h"
+#include "testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
@@ -291,6 +292,36 @@ TEST(CppBackendCompile, TrainStepMatchesTheInterpreterBackend) {
 
 TEST(CppBackendCompile, UnknownBackendIsAnError) {
   EXPECT_THROW(compile([](const Tensor& x) { return x; }, CompileOptions().backend("metal")), Error);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
+
+namespace kiln::compiler {
+namespace {
+
+TEST(CppBackendDump, LoopsAndKernelsGoToStderr) {
+  GraphBuilder b("dumped");
+  ValueId x = b.input(randn({4, 8}));
+  b.output(b.op(OpId::relu, {b.op(OpId::neg, {x})}));
+  kiln::testing::ScopedEnv env("KILN_DUMP", "loops,kernels");
+  ::testing::internal::CaptureStderr();
+  CppExecutable exe(b.g);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("// ---- loops of graph dumped (1 kernels) ----\n" + lower::print(exe.program())), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("// ---- kernels of graph dumped ----\n" + exe.source()), std::string::npos) << err;
+  EXPECT_NE(exe.source().find("// k0: #1 neg -> %1; #2 relu -> %2;\nextern \"C\" void kiln_k0("), std::string::npos)
+      << exe.source();
+}
+
+TEST(CppBackendDump, QuietWithoutKilnDump) {
+  GraphBuilder b;
+  b.output(b.op(OpId::exp, {b.input(randn({3}))}));
+  kiln::testing::ScopedEnv env("KILN_DUMP", "passes");
+  ::testing::internal::CaptureStderr();
+  CppExecutable exe(b.g);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "compiler/graph/rewrite.h"
 #include "compiler/passes/pipeline.h"
 #include "graph_builder.h"
+#include "testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
@@ -15,21 +16,7 @@ namespace {
 using testing::GraphBuilder;
 using testing::expect_same_results;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) ::unsetenv(name_);
-    else ::setenv(name_, old_.c_str(), 1);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using kiln::testing::ScopedEnv;
 
 GraphBuilder messy_graph() {
   GraphBuilder b("messy");

@@ -19,6 +19,7 @@
 #include "data_test_util.h"
 #include "kiln/data.h"
 #include "testing/errors.h"
+#include "testing/scoped_env.h"
 
 namespace kiln::data {
 namespace {
@@ -289,27 +290,7 @@ TEST(DataImport, MetaFileMustListExactlyTenClasses) {
   EXPECT_FALSE(std::filesystem::exists(dir / "d/cifar-10-batches-bin"));
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      ::setenv(name_, old_.c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using kiln::testing::ScopedEnv;
 
 // An HTTP server on 127.0.0.1 that answers every request with `response`.
 class LocalHttpServer {
