@@ -91,6 +91,26 @@ TEST(CppBackend, ReductionsOverEveryDimChoice) {
       }
 }
 
+TEST(CppBackend, VarianceByWelfordMatches) {
+  Tensor x = add(mul(randn({6, 7, 9}), 3.0), 100.0);  // a large mean: a one-pass sum of squares would cancel
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{}, {0}, {1, 2}, {-1}})
+    for (int64_t correction : {0, 1})
+      for (bool keepdim : {false, true}) {
+        GraphBuilder b;
+        b.output(b.op(OpId::var, {b.input(x)}, dims_attrs(dims, keepdim).set("correction", correction)));
+        SCOPED_TRACE("dims " + shape_str(dims) + " correction " + std::to_string(correction));
+        expect_matches_interpreter(b.g, b.example_inputs);
+      }
+  GraphBuilder b;  // the symbolic batch as the reduced dim
+  ValueId in = b.input(randn({5, 4}), /*symbolic_dims=*/1);
+  b.output(b.op(OpId::var, {in}, dims_attrs({0}, false).set("correction", int64_t{1})));
+  CppExecutable exe(b.g);
+  for (int64_t batch : {5, 2, 1, 40}) {
+    Tensors args = {randn({batch, 4})};
+    EXPECT_TENSOR_CLOSE(exe.run(args)[0], interpret(b.g, args)[0], 1e-5, 1e-6) << "batch " << batch;
+  }
+}
+
 TEST(CppBackend, LargeSumsRunInParallelAndStayClose) {
   GraphBuilder b;
   ValueId x = b.input(randn({300, 257}));

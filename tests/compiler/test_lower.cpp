@@ -128,17 +128,35 @@ TEST(Lower, WhatDoesNotLowerStaysExtern) {
                                                       .set("groups", int64_t{1}));
   ValueId r = b.op(OpId::relu, {c});
   ValueId d = b.op(OpId::cast, {r}, Attrs().set("dtype", DType::Float64));
-  ValueId v = b.op(OpId::var, {r}, Attrs().set("dims", std::vector<int64_t>{1}).set("keepdim", false).set(
-                                       "correction", int64_t{1}));
+  ValueId v = b.op(OpId::argmax, {r}, Attrs().set("dim", int64_t{1}).set("keepdim", false));
   b.output(d);
   b.output(v);
   std::vector<NodeLowering> kinds = classify_nodes(b.g);
   EXPECT_EQ(kinds[2], NodeLowering::Extern);     // conv2d
   EXPECT_EQ(kinds[3], NodeLowering::Pointwise);  // relu
   EXPECT_EQ(kinds[4], NodeLowering::Extern);     // a cast to float64
-  EXPECT_EQ(kinds[5], NodeLowering::Extern);     // var
+  EXPECT_EQ(kinds[5], NodeLowering::Extern);     // argmax
   LoopProgram p = lower_graph(b.g);
   EXPECT_TRUE(p.needs_tensor[static_cast<size_t>(r)]);  // read by extern nodes
+}
+
+TEST(Lower, VarianceIsAWelfordReduction) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({3, 5}), /*symbolic_dims=*/1);
+  b.output(b.op(OpId::var, {x}, Attrs().set("dims", std::vector<int64_t>{0}).set("keepdim", false).set(
+                                    "correction", int64_t{1})));
+  LoopProgram p = lower_graph(b.g);
+  EXPECT_EQ(print(p),
+            "kernel k0 covers #1 {\n"
+            "  for i0 in [0, 5):\n"
+            "    acc0 = welford identity\n"
+            "    for r0 in [0, s0):  # reduce\n"
+            "      acc0 = welford(acc0, %0[i0 + 5*r0])\n"
+            "    t0 = lt(s0 - 1, 0)\n"
+            "    t1 = select(t0, 0, s0 - 1)\n"
+            "    t2 = div(acc0, t1)\n"
+            "    %1[i0] = t2\n"
+            "}\n");
 }
 
 TEST(MergeLoops, ContiguousDimsBecomeOneLoop) {

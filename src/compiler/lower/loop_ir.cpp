@@ -14,6 +14,7 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::Sum: return "sum";
     case ReduceOp::Max: return "max";
     case ReduceOp::Min: return "min";
+    case ReduceOp::Welford: return "welford";
   }
   return "?";
 }

@@ -48,7 +48,11 @@ struct Load {
   IndexExpr flat() const { return flat_index(coords, sizes); }
 };
 
-enum class ReduceOp : uint8_t { Sum, Max, Min };
+// Welford: the accumulator is the sum of squared deviations from the
+// running mean (M2, kept in double with the mean and count), updated per
+// element as Welford's algorithm does, so a variance needs one pass and
+// does not cancel.
+enum class ReduceOp : uint8_t { Sum, Max, Min, Welford };
 const char* reduce_op_name(ReduceOp op);
 
 struct Reduction {

@@ -55,7 +55,8 @@ bool lowers_as_pointwise(const Graph& g, const Node& n) {
 }
 
 bool lowers_as_reduction(const Graph& g, const Node& n) {
-  if (n.op != OpId::sum && n.op != OpId::mean && n.op != OpId::amax && n.op != OpId::amin) return false;
+  if (n.op != OpId::sum && n.op != OpId::mean && n.op != OpId::amax && n.op != OpId::amin && n.op != OpId::var)
+    return false;
   if (!n.attr_inputs.empty() || n.outputs.size() != 1 || n.inputs.size() != 1) return false;
   const ValueType& in = g.type(n.inputs[0]);
   const ValueType& out = g.type(n.outputs[0]);
@@ -140,19 +141,25 @@ Kernel lower_reduction(const Graph& g, const std::vector<bool>& folded, int node
     }
   }
   int x = k.add_load(resolve_load(g, folded, n.inputs[0], std::move(coords)));
-  ReduceOp op = n.op == OpId::amax ? ReduceOp::Max : n.op == OpId::amin ? ReduceOp::Min : ReduceOp::Sum;
+  ReduceOp op = n.op == OpId::amax   ? ReduceOp::Max
+                : n.op == OpId::amin ? ReduceOp::Min
+                : n.op == OpId::var  ? ReduceOp::Welford
+                                     : ReduceOp::Sum;
   k.reductions.push_back({op, ScalarExpr::input(x)});
   ScalarExpr result = ScalarExpr::input(kAccumulatorBase);
-  if (n.op == OpId::mean) {
-    IndexExpr count = product(reduced_sizes);
-    ScalarExpr divisor;
-    if (auto c = count.constant()) {
-      divisor = ScalarExpr(static_cast<double>(*c));
-    } else {
-      k.index_values.push_back(count);
-      divisor = ScalarExpr::input(kIndexValueBase);
-    }
-    result = result / divisor;
+  // A count as a number: a literal, or an index value when s0 is in it.
+  auto number = [&](const IndexExpr& count) {
+    if (auto c = count.constant()) return ScalarExpr(static_cast<double>(*c));
+    k.index_values.push_back(count);
+    return ScalarExpr::input(kIndexValueBase + static_cast<int>(k.index_values.size()) - 1);
+  };
+  if (n.op == OpId::mean) result = result / number(product(reduced_sizes));
+  if (n.op == OpId::var) {
+    // M2 / max(N - correction, 0), as the eager kernel divides.
+    IndexExpr dof = product(reduced_sizes) - IndexExpr(n.attrs.i("correction"));
+    ScalarExpr d = dof.constant() ? ScalarExpr(static_cast<double>(std::max<int64_t>(*dof.constant(), 0)))
+                                  : scalar::relu(number(dof));
+    result = result / d;
   }
   k.stores.push_back(store_of(g, n.outputs[0], result));
   return k;

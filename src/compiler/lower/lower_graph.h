@@ -9,10 +9,10 @@
 // What lowers (float32, with bool for comparisons and masks; on the CPU):
 //   - pointwise ops with a scalar formula (ops/scalar_expr.h), inputs
 //     broadcast; a one-element constant input becomes a literal;
-//   - sum, mean, amax, amin over any dims, keepdim or not;
+//   - sum, mean, amax, amin over any dims, keepdim or not; var by Welford;
 //   - views folded into indexing (view_access.h).
 // Everything else is an extern node: conv2d, matmul, pooling, batch_norm,
-// softmax kernels, argmax, var, in-place ops, random and factory ops, other
+// softmax kernels, argmax, in-place ops, random and factory ops, other
 // dtypes, attributes read from scalar inputs. An op that may not lower
 // stays extern; it never lowers to a different answer.
 #pragma once

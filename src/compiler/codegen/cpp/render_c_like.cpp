@@ -97,6 +97,7 @@ std::string identity(ReduceOp op) {
     case ReduceOp::Sum: return "0.0f";
     case ReduceOp::Max: return "-INFINITY";
     case ReduceOp::Min: return "INFINITY";
+    case ReduceOp::Welford: return "0.0";
   }
   return "0.0f";
 }
@@ -109,6 +110,7 @@ ScalarExpr combine(ReduceOp op) {
     case ReduceOp::Sum: return acc + v;
     case ReduceOp::Max: return pointwise_expr(OpId::maximum, {}, 2);
     case ReduceOp::Min: return pointwise_expr(OpId::minimum, {}, 2);
+    case ReduceOp::Welford: break;  // written out in render()
   }
   return acc + v;
 }
@@ -140,6 +142,12 @@ std::string CLikeRenderer::render(const Kernel& k) {
   if (k.is_reduction()) {
     std::vector<std::string> sums;
     for (size_t j = 0; j < k.reductions.size(); ++j) {
+      if (k.reductions[j].op == ReduceOp::Welford) {
+        // M2 with its running mean and count, in double.
+        emit(s, indent, "double " + acc_name(j) + " = 0.0, " + acc_name(j) + "_mean = 0.0;");
+        emit(s, indent, "int64_t " + acc_name(j) + "_n = 0;");
+        continue;
+      }
       emit(s, indent, "float " + acc_name(j) + " = " + identity(k.reductions[j].op) + ";");
       if (k.reductions[j].op == ReduceOp::Sum) sums.push_back(acc_name(j));
     }
@@ -154,8 +162,18 @@ std::string CLikeRenderer::render(const Kernel& k) {
     for (const Reduction& r : k.reductions) values.push_back(r.value);
     std::vector<std::string> names = compute(s, rindent, values);
     for (size_t j = 0; j < k.reductions.size(); ++j) {
-      std::vector<std::string> args = {acc_name(j), names[j]};
-      emit(s, rindent, acc_name(j) + " = " + render_c(combine(k.reductions[j].op), args) + ";");
+      const std::string acc = acc_name(j);
+      if (k.reductions[j].op == ReduceOp::Welford) {
+        emit(s, rindent, "{");
+        emit(s, rindent + 1, "const double x = " + names[j] + ";");
+        emit(s, rindent + 1, "const double delta = x - " + acc + "_mean;");
+        emit(s, rindent + 1, acc + "_mean += delta / static_cast<double>(++" + acc + "_n);");
+        emit(s, rindent + 1, acc + " += delta * (x - " + acc + "_mean);");
+        emit(s, rindent, "}");
+        continue;
+      }
+      std::vector<std::string> args = {acc, names[j]};
+      emit(s, rindent, acc + " = " + render_c(combine(k.reductions[j].op), args) + ";");
     }
     while (rindent > indent) emit(s, --rindent, "}");
     s.temps.clear();  // the reduced loops' temporaries are out of scope
