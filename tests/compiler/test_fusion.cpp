@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/lower/lower_graph.h"
+#include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
 #include "graph_builder.h"
 
@@ -119,6 +120,48 @@ TEST(FuseVertical, NeverMovesAReadPastAnInPlaceWrite) {
   b.output(y);
   LoopProgram p = lower_and_fuse(b.g);
   EXPECT_EQ(p.kernels.size(), 2u) << print(p);
+}
+
+TEST(FuseHorizontal, ReductionsOverOneSpaceShareTheirLoads) {
+  // A batch norm's statistics: sum(x) and sum(x * x) per channel.
+  GraphBuilder b;
+  ValueId x = b.input(randn({4, 3, 5}));
+  Attrs per_channel = Attrs().set("dims", std::vector<int64_t>{0, 2}).set("keepdim", false);
+  ValueId s1 = b.op(OpId::sum, {x}, per_channel);
+  ValueId s2 = b.op(OpId::sum, {b.op(OpId::mul, {x, x})}, per_channel);
+  b.output(s1);
+  b.output(s2);
+  LoopProgram p = lower_and_fuse(b.g);
+  fuse_horizontal(p);
+  EXPECT_EQ(print(p),
+            "kernel k0 covers #1, 2, 3 {\n"
+            "  for i0 in [0, 3):\n"
+            "    acc0 = sum identity\n"
+            "    acc1 = sum identity\n"
+            "    for r0 in [0, 4):  # reduce\n"
+            "      for r1 in [0, 5):  # reduce\n"
+            "        t0 = mul(%0[5*i0 + 15*r0 + r1], %0[5*i0 + 15*r0 + r1])\n"
+            "        acc0 = sum(acc0, %0[5*i0 + 15*r0 + r1])\n"
+            "        acc1 = sum(acc1, t0)\n"
+            "    %1[i0] = acc0\n"
+            "    %3[i0] = acc1\n"
+            "}\n");
+  EXPECT_EQ(p.kernels[0].loads.size(), 1u);
+}
+
+TEST(FuseHorizontal, WaitsForWhatTheLaterKernelReads) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({6}));
+  ValueId e = b.op(OpId::exp, {x});
+  ValueId m = b.op(OpId::sum, {e}, Attrs().set("dims", std::vector<int64_t>{0}).set("keepdim", true));
+  ValueId d = b.op(OpId::div, {e, m});  // reads the sum: cannot join exp's kernel
+  b.output(e);
+  b.output(d);
+  LoopProgram p = lower_and_fuse(b.g);
+  size_t before = p.kernels.size();
+  fuse_horizontal(p);
+  EXPECT_EQ(p.kernels.size(), before) << print(p);
+  EXPECT_EQ(before, 3u);
 }
 
 TEST(FusionScore, CountsSavedBytes) {

@@ -10,6 +10,7 @@
 #include "compiler/lower/lower_graph.h"
 #include "compiler/lower/merge_loops.h"
 #include "compiler/passes/pipeline.h"
+#include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
 
 namespace kiln::compiler {
@@ -18,6 +19,7 @@ using lower::Step;
 
 CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lower::lower_graph(g)) {
   schedule::fuse_vertical(program_);
+  schedule::fuse_horizontal(program_);
   lower::merge_loops(program_);
   if (dump_enabled("loops"))
     std::cerr << "// ---- loops of graph " << g.name << " (" << program_.kernels.size() << " kernels) ----\n"

@@ -112,6 +112,13 @@ std::vector<IndexExpr> size_exprs(const ValueType& t);
 // stay shared).
 ScalarExpr map_inputs(const ScalarExpr& e, const std::function<ScalarExpr(int)>& with);
 
+// A kernel's expressions: the reductions' values, then the stores'.
+std::vector<ScalarExpr> expressions(const Kernel& k);
+// Every expression of the kernel with input k replaced by with(k).
+void map_expressions(Kernel& k, const std::function<ScalarExpr(int)>& with);
+// Drops the loads and index values no expression reads; renumbers the rest.
+void remove_unused_operands(Kernel& k);
+
 // The non-leaf nodes of the expressions (not inputs, not constants) in an
 // order where each comes after its arguments, each once: how the printer
 // and the renderers give every shared subexpression one temporary.

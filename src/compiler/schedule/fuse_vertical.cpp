@@ -25,50 +25,6 @@ bool reads(const Kernel& k, ValueId v) {
   return std::any_of(k.loads.begin(), k.loads.end(), [&](const Load& l) { return l.buffer == v; });
 }
 
-std::vector<ScalarExpr> expressions(const Kernel& k) {
-  std::vector<ScalarExpr> e;
-  for (const Reduction& r : k.reductions) e.push_back(r.value);
-  for (const Store& s : k.stores) e.push_back(s.value);
-  return e;
-}
-
-void map_expressions(Kernel& k, const std::function<ScalarExpr(int)>& with) {
-  for (Reduction& r : k.reductions) r.value = map_inputs(r.value, with);
-  for (Store& s : k.stores) s.value = map_inputs(s.value, with);
-}
-
-// Drops loads and index values no expression reads; renumbers the rest.
-void remove_unused_operands(Kernel& k) {
-  std::vector<bool> used_load(k.loads.size(), false), used_index(k.index_values.size(), false);
-  std::vector<ScalarExpr> roots = expressions(k);
-  for (const ScalarExpr& root : roots)
-    map_inputs(root, [&](int i) {
-      if (i >= kIndexValueBase) used_index[static_cast<size_t>(i - kIndexValueBase)] = true;
-      else if (i < kAccumulatorBase) used_load[static_cast<size_t>(i)] = true;
-      return ScalarExpr::input(i);
-    });
-  std::vector<int> load_to(k.loads.size(), -1), index_to(k.index_values.size(), -1);
-  std::vector<Load> loads;
-  for (size_t i = 0; i < k.loads.size(); ++i)
-    if (used_load[i]) {
-      load_to[i] = static_cast<int>(loads.size());
-      loads.push_back(k.loads[i]);
-    }
-  std::vector<IndexExpr> index_values;
-  for (size_t i = 0; i < k.index_values.size(); ++i)
-    if (used_index[i]) {
-      index_to[i] = static_cast<int>(index_values.size());
-      index_values.push_back(k.index_values[i]);
-    }
-  map_expressions(k, [&](int i) {
-    if (i >= kIndexValueBase) return ScalarExpr::input(kIndexValueBase + index_to[static_cast<size_t>(i - kIndexValueBase)]);
-    if (i >= kAccumulatorBase) return ScalarExpr::input(i);
-    return ScalarExpr::input(load_to[static_cast<size_t>(i)]);
-  });
-  k.loads = std::move(loads);
-  k.index_values = std::move(index_values);
-}
-
 // The producer's value at `load`'s coordinates, as operands of `consumer`.
 ScalarExpr inline_at(const Kernel& producer, const Load& load, Kernel& consumer) {
   const Store& st = producer.stores[0];
