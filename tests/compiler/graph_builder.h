@@ -89,6 +89,15 @@ inline Attrs max_pool_attrs(int64_t kernel, int64_t stride) {
       .set("ceil_mode", false);
 }
 
+// conv2d's attributes: stride 1, the given padding, no dilation or groups.
+inline Attrs conv2d_attrs(int64_t padding) {
+  return Attrs()
+      .set("stride", std::vector<int64_t>{1, 1})
+      .set("padding", std::vector<int64_t>{padding, padding})
+      .set("dilation", std::vector<int64_t>{1, 1})
+      .set("groups", int64_t{1});
+}
+
 // A pass test's second half: the rewritten graph verifies and computes what
 // the original computed, on the builder's example inputs.
 inline void expect_same_results(const Graph& before, const Graph& after, const Tensors& inputs) {

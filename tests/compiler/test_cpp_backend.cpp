@@ -159,11 +159,7 @@ TEST(CppBackend, SymbolicBatchSize) {
 TEST(CppBackend, ExternNodesBetweenKernels) {
   GraphBuilder b;
   ValueId x = b.input(randn({2, 3, 8, 8})), w = b.input(randn({4, 3, 3, 3}));
-  ValueId c = b.op(OpId::conv2d, {x, w, kNoValue}, Attrs()
-                                                      .set("stride", std::vector<int64_t>{1, 1})
-                                                      .set("padding", std::vector<int64_t>{1, 1})
-                                                      .set("dilation", std::vector<int64_t>{1, 1})
-                                                      .set("groups", int64_t{1}));
+  ValueId c = b.op(OpId::conv2d, {x, w, kNoValue}, testing::conv2d_attrs(1));
   ValueId r = b.op(OpId::relu, {c});
   ValueId pooled = b.ops(OpId::max_pool2d, {r}, testing::max_pool_attrs(2, 2))[0];
   b.output(b.op(OpId::mul, {pooled, pooled}));

@@ -121,11 +121,7 @@ TEST(Lower, ReductionsPutTheReducedLoopsInnermost) {
 TEST(Lower, WhatDoesNotLowerStaysExtern) {
   GraphBuilder b;
   ValueId x = b.input(randn({2, 3, 8, 8})), w = b.input(randn({4, 3, 3, 3}));
-  ValueId c = b.op(OpId::conv2d, {x, w, kNoValue}, Attrs()
-                                                      .set("stride", std::vector<int64_t>{1, 1})
-                                                      .set("padding", std::vector<int64_t>{1, 1})
-                                                      .set("dilation", std::vector<int64_t>{1, 1})
-                                                      .set("groups", int64_t{1}));
+  ValueId c = b.op(OpId::conv2d, {x, w, kNoValue}, testing::conv2d_attrs(1));
   ValueId r = b.op(OpId::relu, {c});
   ValueId d = b.op(OpId::cast, {r}, Attrs().set("dtype", DType::Float64));
   ValueId v = b.op(OpId::argmax, {r}, Attrs().set("dim", int64_t{1}).set("keepdim", false));
