@@ -164,6 +164,17 @@ TEST(FuseHorizontal, WaitsForWhatTheLaterKernelReads) {
   EXPECT_EQ(before, 3u);
 }
 
+TEST(FuseVertical, AWriteAfterTheConsumersDoesNotStopIt) {
+  // A train step: the bias is read by the forward and updated at the end.
+  GraphBuilder b;
+  ValueId x = b.input(randn({4, 3})), bias = b.input(randn({3})), d = b.input(randn({3}));
+  ValueId r = b.op(OpId::relu, {b.op(OpId::add, {x, bias})});
+  b.op(OpId::add_, {bias, d}, Attrs().set("alpha", -0.1));
+  b.output(r);
+  LoopProgram p = lower_and_fuse(b.g);
+  EXPECT_EQ(p.kernels.size(), 1u) << print(p);
+}
+
 TEST(FusionScore, CountsSavedBytes) {
   GraphBuilder b;
   ValueId x = b.input(randn({256})), a = b.input(randn({256}));

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "compiler/graph/rewrite.h"
+#include "compiler/schedule/step_writes.h"
 
 namespace kiln::compiler::schedule {
 
@@ -45,7 +45,7 @@ void join(Kernel& k, const Kernel& c) {
 
 void fuse_horizontal(LoopProgram& p) {
   const Graph& g = *p.graph;
-  std::vector<bool> mutated = mutated_storage(g);
+  StepWrites writes(p);
   // The step that defines each value (-1: a graph input or constant).
   std::vector<int> defined_at(g.values.size(), -1);
   for (size_t s = 0; s < p.steps.size(); ++s) {
@@ -65,9 +65,9 @@ void fuse_horizontal(LoopProgram& p) {
       const Kernel& c = p.kernels[static_cast<size_t>(p.steps[t].kernel)];
       if (!same_loops(k.loops, c.loops) || !same_loops(k.reduce_loops, c.reduce_loops)) continue;
       bool ready = std::all_of(c.loads.begin(), c.loads.end(), [&](const Load& l) {
-        return defined_at[static_cast<size_t>(l.buffer)] < static_cast<int>(s) && !mutated[static_cast<size_t>(l.buffer)];
+        return defined_at[static_cast<size_t>(l.buffer)] < static_cast<int>(s);
       });
-      if (!ready) continue;
+      if (!ready || writes.written_between(c.loads, s, t)) continue;
       std::vector<ScalarExpr> all = expressions(k);
       for (const ScalarExpr& e : expressions(c)) all.push_back(e);
       if (ssa_order(all).size() > kMaxExpressionNodes) continue;

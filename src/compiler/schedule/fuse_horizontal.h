@@ -8,8 +8,8 @@
 // lowering, so equal spaces have equal loops). Guarantees: the same values
 // for every buffer. A later kernel C joins an earlier kernel K when
 //   - they have the same output loops and the same reduced loops;
-//   - C reads nothing K or a step between them writes (every buffer C
-//     reads exists when K runs), and no storage the graph writes in place;
+//   - C reads nothing K or a step between them defines (every buffer C
+//     reads exists when K runs) or writes in place;
 //   - the joined kernel's expressions stay small.
 // C's loads, accumulators and stores join K's (equal loads become one) and
 // C's step goes.

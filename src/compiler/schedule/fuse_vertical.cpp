@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "compiler/graph/rewrite.h"
+#include "compiler/schedule/step_writes.h"
 
 namespace kiln::compiler::schedule {
 
@@ -67,13 +67,14 @@ bool stores_own_coordinates(const Kernel& k) {
   return true;
 }
 
-bool can_inline(const LoopProgram& p, const Kernel& k, const std::vector<bool>& mutated,
+// `last_consumer`: the step of the last kernel reading k's value; k sits at
+// step `at`.
+bool can_inline(const LoopProgram& p, const Kernel& k, const StepWrites& writes, size_t at, size_t last_consumer,
                 const std::vector<const Kernel*>& consumers) {
   if (k.is_reduction() || k.stores.size() != 1 || !stores_own_coordinates(k)) return false;
   ValueId v = k.stores[0].buffer;
   if (p.needs_tensor[static_cast<size_t>(v)] || consumers.empty()) return false;
-  for (const Load& l : k.loads)
-    if (mutated[static_cast<size_t>(l.buffer)]) return false;
+  if (writes.written_between(k.loads, at, last_consumer)) return false;
   for (const Kernel* c : consumers)
     for (const Load& l : c->loads)
       if (l.buffer == v && l.sizes != k.stores[0].sizes) return false;
@@ -100,8 +101,7 @@ int64_t inline_score(const LoopProgram& p, const Kernel& producer, int consumers
 }
 
 void fuse_vertical(LoopProgram& p) {
-  const Graph& g = *p.graph;
-  std::vector<bool> mutated = mutated_storage(g);
+  StepWrites writes(p);
   std::vector<bool> dead(p.kernels.size(), false);
   for (size_t s = 0; s < p.steps.size(); ++s) {
     if (p.steps[s].kind != Step::Kind::Kernel) continue;
@@ -110,10 +110,13 @@ void fuse_vertical(LoopProgram& p) {
     if (k.stores.size() != 1) continue;
     ValueId v = k.stores[0].buffer;
     std::vector<Kernel*> consumers;
+    size_t last_consumer = s;
     for (size_t t = s + 1; t < p.steps.size(); ++t)
-      if (p.steps[t].kind == Step::Kind::Kernel && reads(p.kernels[static_cast<size_t>(p.steps[t].kernel)], v))
+      if (p.steps[t].kind == Step::Kind::Kernel && reads(p.kernels[static_cast<size_t>(p.steps[t].kernel)], v)) {
         consumers.push_back(&p.kernels[static_cast<size_t>(p.steps[t].kernel)]);
-    if (!can_inline(p, k, mutated, {consumers.begin(), consumers.end()})) continue;
+        last_consumer = t;
+      }
+    if (!can_inline(p, k, writes, s, last_consumer, {consumers.begin(), consumers.end()})) continue;
     for (Kernel* c : consumers) inline_into(k, v, *c);
     dead[ki] = true;
   }

@@ -10,8 +10,8 @@
 //   - no extern node, view run eagerly or graph output needs its tensor;
 //   - every consumer reads it at coordinates of its own shape (not through
 //     a reshape of its memory);
-//   - it reads no storage the graph writes in place (moving a read past a
-//     write would change what it sees);
+//   - no step between it and its last consumer writes in place what it
+//     reads (moving the read past the write would change what it sees);
 //   - the fusion score (bytes of memory traffic saved) is positive and the
 //     consumer's expression stays small.
 // The consumer then covers the producer's graph nodes; loads equal after
