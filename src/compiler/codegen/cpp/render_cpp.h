@@ -8,6 +8,12 @@
 // and a sum's innermost reduced loop are `omp simd` (sums with a vector
 // accumulator). Each function is preceded by a comment naming the graph
 // nodes it computes.
+//
+// Math functions are the scalar libm ones (expf, erff...), never SIMD
+// variants: fusion recomputes a producer in each consumer, and a mask such
+// as eq(gelu(x), amax(gelu(x))) is right only if every copy rounds alike,
+// whether its loop vectorized or not. (glibc's libmvec variants differ from
+// the scalar functions in the last bits.)
 #pragma once
 #include <cstdint>
 #include <string>
