@@ -62,7 +62,8 @@ bool stores_own_coordinates(const Kernel& k) {
   const Store& st = k.stores[0];
   for (size_t d = 0; d < st.coords.size(); ++d) {
     const IndexExpr& c = st.coords[d];
-    if (c.is_constant() ? st.sizes[d].constant() != 1 : c.terms().size() != 1 || c.terms()[0].coeff != 1) return false;
+    bool variable = c.terms().size() == 1 && c.terms()[0].coeff == 1 && c.terms()[0].symbols.size() == 1;
+    if (c.is_constant() ? st.sizes[d].constant() != 1 : !variable) return false;
   }
   return true;
 }
