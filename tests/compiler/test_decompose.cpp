@@ -2,6 +2,8 @@
 // kernels compute, with their effects, and keeps nothing decomposable.
 #include <gtest/gtest.h>
 
+#include "capture_checks.h"
+
 #include "compiler/aot/decompose.h"
 #include "compiler/aot/functionalize.h"
 #include "compiler/capture/compiled_state.h"
@@ -120,13 +122,7 @@ TEST(Decompose, AirbenchTrainStepEqualsTheKernelGraph) {
   manual_seed(4);
   auto model = models::airbench(0.25);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(5e-4));
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    Tensor loss = cross_entropy(model->forward(x), y);
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    return loss;
-  });
+  auto step = kiln::testing::compile_train_step(model, opt);
   step(randn({4, 3, 32, 32}), randint(0, 10, {4}));
   const Graph& captured = step.state().variants.back()->segments.at(0)->graph;
   ASSERT_GT(count_decomposable(captured), 0);

@@ -1,8 +1,7 @@
 #include "compiler/aot/decompose.h"
 
-#include <unordered_map>
-
 #include "compiler/graph/rebuilder.h"
+#include "compiler/graph/tensor_values.h"
 #include "ops/dispatch_mode.h"
 
 namespace kiln::compiler {
@@ -31,14 +30,10 @@ class RecordIntoGraph final : public DispatchMode {
     return result;
   }
 
-  void bind(const Tensor& t, ValueId v) {
-    ids_[t.impl()] = v;
-    keep_.push_back(t);  // a freed tensor's address must not be reused for another
-  }
+  void bind(const Tensor& t, ValueId v) { values_.bind(t, v); }
   ValueId value_of(const Tensor& t) {
     if (!t.defined()) return kNoValue;
-    auto it = ids_.find(t.impl());
-    if (it != ids_.end()) return it->second;
+    if (ValueId v = values_.find(t); v != kNoValue) return v;
     KILN_ASSERT(!t.is_meta(), "decompose: a decomposition read a meta tensor that is not one of its inputs");
     ValueId v = rb_.constant(t);
     bind(t, v);
@@ -47,8 +42,7 @@ class RecordIntoGraph final : public DispatchMode {
 
  private:
   Rebuilder& rb_;
-  std::unordered_map<const TensorImpl*, ValueId> ids_;
-  Tensors keep_;
+  TensorValues values_;
 };
 
 // One pass over the graph: expands each selected node once (ops a
@@ -108,6 +102,7 @@ bool decomposable(const Graph& g, const Node& n) {
 }
 
 int decompose(Graph& g, const DecomposeOptions& options) {
+  FreshModeStack own;  // the recording mode sees only the decompositions' ops
   int total = 0;
   // cross_entropy's log_softmax and nll_loss arrive whole from capture; a
   // decomposition calling another decomposable op is expanded next round.
