@@ -133,6 +133,7 @@ struct Invocation {
   DataOptions data;
   BenchOpsOptions bench_ops;
   ExplainCmdOptions explain;
+  CacheCmdOptions cache;
   std::string help_topic;  // kiln help COMMAND
   CLI::App* help = nullptr;
   CLI::App* demo_cmd = nullptr;
@@ -141,6 +142,7 @@ struct Invocation {
   CLI::App* data_get_cmd = nullptr;
   CLI::App* bench_ops_cmd = nullptr;
   CLI::App* explain_cmd = nullptr;
+  CLI::App* cache_cmd = nullptr;
   CLI::Option* train_width = nullptr;
   CLI::Option* train_data_dir = nullptr;
 };
@@ -302,6 +304,15 @@ void add_explain(CLI::App& app, Invocation& inv) {
   e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
 }
 
+void add_cache(CLI::App& app, Invocation& inv) {
+  CLI::App* c = app.add_subcommand(
+      "cache", "show (--info, the default) or empty (--clear) the compiled-kernel cache (docs/kernel-cache.md)");
+  inv.cache_cmd = c;
+  CLI::Option* info = c->add_flag("--info", inv.cache.info, "print the cache directory and what it holds");
+  c->add_flag("--clear", inv.cache.clear, "delete every compiled kernel; later runs compile again")->excludes(info);
+  c->footer("Environment:\n  KILN_CACHE_DIR  the cache directory (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)");
+}
+
 void build(CLI::App& app, Invocation& inv) {
   app.description("kiln: a deep-learning framework in C++; train, evaluate and benchmark from the command line");
   app.require_subcommand(1);
@@ -310,9 +321,10 @@ void build(CLI::App& app, Invocation& inv) {
   add_data(app, inv);
   add_bench(app, inv);
   add_explain(app, inv);
+  add_cache(app, inv);
   inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
-  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain")
-      ->check(one_of({"demo", "train", "data", "bench", "explain"}, "command"))
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain|cache")
+      ->check(one_of({"demo", "train", "data", "bench", "explain", "cache"}, "command"))
       ->type_name("COMMAND");
   app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
 }
@@ -377,6 +389,7 @@ int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.data_get_cmd->parsed()) return run_data_get(inv.data);
   if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
   if (inv.explain_cmd->parsed()) return run_explain(inv.explain);
+  if (inv.cache_cmd->parsed()) return run_cache(inv.cache);
   KILN_ASSERT(false, "the parse chose no command");
 }
 

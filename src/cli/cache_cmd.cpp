@@ -1,0 +1,26 @@
+// kiln cache [--info] | --clear: what the compiled-kernel cache holds, and
+// emptying it (docs/kernel-cache.md). Clearing is always safe: a later run
+// compiles what it needs again.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "compiler/codegen/cpp/kernel_cache.h"
+
+namespace kiln::cli {
+
+int run_cache(const CacheCmdOptions& o) {
+  using compiler::codegen::KernelCache;
+  KernelCache cache(KernelCache::default_root());
+  if (o.clear) {
+    long long n = cache.clear();
+    std::printf("removed %lld files from %s\n", n, cache.dir().c_str());
+    return 0;
+  }
+  KernelCache::Info i = cache.info();
+  std::printf("kernel cache %s (KILN_CACHE_DIR)\n  %lld compiled modules, %lld sources, %lld temporary files, %.1f MB\n",
+              cache.dir().c_str(), static_cast<long long>(i.entries), static_cast<long long>(i.sources),
+              static_cast<long long>(i.temps), static_cast<double>(i.bytes) / 1e6);
+  return 0;
+}
+
+}  // namespace kiln::cli
