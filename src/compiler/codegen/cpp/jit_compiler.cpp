@@ -21,8 +21,11 @@ namespace {
 // -fno-math-errno lets sqrtf and friends become single instructions.
 const std::vector<std::string> kBaseFlags = {"-O3", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-fno-math-errno"};
 
-// The ends of the command line after the source: Sleef for transcendental functions.
-const std::vector<std::string> kLinkFlags = {"-lsleef"};
+// The end of the command line, after the source: Sleef for transcendental
+// functions, called by name (<sleef.h>: Sleef_expf16_u10) or through the GNU
+// vector ABI that math_prelude.h's `omp declare simd` makes GCC emit
+// (libsleefgnuabi: _ZGVeN16v_expf).
+const std::vector<std::string> kLinkFlags = {"-lsleef", "-lsleefgnuabi"};
 
 // Temporaries older than this are from dead compiles (a compile takes seconds).
 constexpr std::chrono::seconds kStaleTempAge{3600};
