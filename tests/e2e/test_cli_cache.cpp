@@ -43,6 +43,8 @@ TEST(CliCache, InfoCountsTheCompiledKernelsAndClearRemovesThem) {
   EXPECT_EQ(info.rc, 0) << info.out;
   EXPECT_NE(info.out.find("1 compiled modules, 1 sources, 0 temporary files"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find((cache / "cpp-v1").string()), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("builds for avx"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find(jit.compiler().version), std::string::npos) << info.out;
 
   CacheRun clear = kiln_cache(cache, "--clear");
   EXPECT_EQ(clear.rc, 0) << clear.out;

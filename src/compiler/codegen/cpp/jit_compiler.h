@@ -77,11 +77,13 @@ class CppJit {
   std::string cache_key(const std::string& source, const CompileOptions& options = {});
   std::vector<std::string> flags(const CompileOptions& options = {}) const;
 
+  // The compiler this JIT runs (found and identified on first use).
+  const CompilerIdentity& compiler();
+
   JitStats stats() const;
   const KernelCache& cache() const { return cache_; }
 
  private:
-  const CompilerIdentity& compiler();
   // The module for `key` if it is loaded or loads from disk; nullptr on a
   // miss (a corrupt entry is deleted and counts as a miss).
   std::shared_ptr<LoadedModule> find_loaded_or_on_disk(const std::string& key, const JitIsa& isa);
