@@ -102,9 +102,9 @@ TEST(CppJit, Avx2FloorBuildsAWorkingModuleWithoutAvx512) {
 }
 
 TEST(CppJit, KilnCpuIsaEnvironmentForcesTheLevel) {
-  ::setenv("KILN_CPU_ISA", "avx2", 1);
+  kiln::testing::ScopedEnv isa("KILN_CPU_ISA", "avx2");
   EXPECT_EQ(jit_isa().name(), "avx2");
-  ::setenv("KILN_CPU_ISA", "sse2", 1);
+  isa.set("sse2");
   try {
     jit_isa();
     ADD_FAILURE() << "KILN_CPU_ISA=sse2 accepted";
@@ -112,10 +112,9 @@ TEST(CppJit, KilnCpuIsaEnvironmentForcesTheLevel) {
     EXPECT_TRUE(contains(e.what(), "KILN_CPU_ISA=sse2")) << e.what();
   }
   if (host_max_isa().level == JitIsaLevel::Avx512) {
-    ::setenv("KILN_CPU_ISA", "avx512", 1);
+    isa.set("avx512");
     EXPECT_EQ(jit_isa().level, JitIsaLevel::Avx512);
   }
-  ::unsetenv("KILN_CPU_ISA");
 }
 
 TEST(CppJit, SleefExpMatchesStdExp) {

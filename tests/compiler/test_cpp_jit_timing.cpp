@@ -94,11 +94,12 @@ TEST(CppJitTiming, DISABLED_ColdWarmAndParallel) {
     jit.compile(typical_kernel_file(20 + round, /*sleef_header=*/true));
     cold_header = std::min(cold_header, seconds_since(t0));
 
-    ::setenv("KILN_COMPILE_JOBS", "1", 1);
-    t0 = std::chrono::steady_clock::now();
-    jit.compile_many(kernel_files(4, 100 + 10 * round));
-    serial = std::min(serial, seconds_since(t0));
-    ::unsetenv("KILN_COMPILE_JOBS");
+    {
+      kiln::testing::ScopedEnv one_job("KILN_COMPILE_JOBS", "1");
+      t0 = std::chrono::steady_clock::now();
+      jit.compile_many(kernel_files(4, 100 + 10 * round));
+      serial = std::min(serial, seconds_since(t0));
+    }
     t0 = std::chrono::steady_clock::now();
     jit.compile_many(kernel_files(4, 200 + 10 * round));
     parallel = std::min(parallel, seconds_since(t0));
