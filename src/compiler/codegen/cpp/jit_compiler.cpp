@@ -46,6 +46,8 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
+}  // namespace
+
 int compile_jobs() {
   if (const char* env = std::getenv("KILN_COMPILE_JOBS"); env && *env) {
     int n = std::atoi(env);
@@ -54,8 +56,6 @@ int compile_jobs() {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
-
-}  // namespace
 
 CppJit::CppJit(fs::path cache_root) : cache_(std::move(cache_root)) {}
 

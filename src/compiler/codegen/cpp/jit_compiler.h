@@ -105,6 +105,9 @@ class CppJit {
   std::atomic<int64_t> compiles_{0}, compiler_invocations_{0}, disk_hits_{0}, memory_hits_{0}, corrupt_{0};
 };
 
+// How many compiles run at once: KILN_COMPILE_JOBS, else the hardware threads.
+int compile_jobs();
+
 // CppJit::global().compile / compile_many.
 std::shared_ptr<LoadedModule> compile_cpp(const std::string& source, const CompileOptions& options = {});
 std::vector<std::shared_ptr<LoadedModule>> compile_cpp_many(const std::vector<std::string>& sources,
