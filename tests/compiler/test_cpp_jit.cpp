@@ -165,6 +165,19 @@ TEST(CppJit, SyntaxErrorIsAnErrorWithTheCompilerMessageAndTheKeptSource) {
   EXPECT_EQ(jit.stats().compiles, 1);
 }
 
+TEST(CppJit, CallOfAnUndefinedFunctionFailsTheCompileNamingIt) {
+  ScratchDir dir;
+  CppJit jit(dir.path());
+  std::string src = "extern \"C\" float kiln_no_such_fn(float);\nextern \"C\" float f(float x) { return kiln_no_such_fn(x); }\n";
+  try {
+    jit.compile(src);
+    FAIL() << "a module with an undefined function was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "undefined reference to `kiln_no_such_fn'")) << e.what();
+  }
+  EXPECT_FALSE(jit.cache().has_entry(jit.cache_key(src)));  // nothing a later start would trip over
+}
+
 TEST(CppJit, LongCompilerOutputIsCutToFortyLines) {
   ScratchDir dir;
   CppJit jit(dir.path());

@@ -21,11 +21,13 @@ namespace {
 // -fno-math-errno lets sqrtf and friends become single instructions.
 const std::vector<std::string> kBaseFlags = {"-O3", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-fno-math-errno"};
 
-// The end of the command line, after the source: Sleef for transcendental
-// functions, called by name (<sleef.h>: Sleef_expf16_u10) or through the GNU
-// vector ABI that math_prelude.h's `omp declare simd` makes GCC emit
-// (libsleefgnuabi: _ZGVeN16v_expf).
-const std::vector<std::string> kLinkFlags = {"-lsleef", "-lsleefgnuabi"};
+// The end of the command line, after the source. -z defs: a call of a
+// function that no library defines fails the link, naming it, instead of
+// producing a .so that dlopen(RTLD_NOW) rejects on every later start. Sleef
+// for transcendental functions, called by name (<sleef.h>: Sleef_expf16_u10)
+// or through the GNU vector ABI that math_prelude.h's `omp declare simd`
+// makes GCC emit (libsleefgnuabi: _ZGVeN16v_expf).
+const std::vector<std::string> kLinkFlags = {"-Wl,-z,defs", "-lsleef", "-lsleefgnuabi"};
 
 // Temporaries older than this are from dead compiles (a compile takes seconds).
 constexpr std::chrono::seconds kStaleTempAge{3600};

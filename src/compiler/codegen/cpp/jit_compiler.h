@@ -11,7 +11,7 @@
 //
 // Each source is one translation unit built with
 //   <compiler> -O3 -fopenmp -fPIC -shared -std=c++20 -fno-math-errno <ISA flags> <extra flags>
-//              -lsleef -lsleefgnuabi
+//              -Wl,-z,defs -lsleef -lsleefgnuabi
 // so it may use OpenMP pragmas, <sleef.h> (Sleef_expf16_u10, ...) and, under
 // #if KILN_JIT_AVX512, AVX-512 intrinsics. Functions to call must be extern "C".
 //
