@@ -23,9 +23,7 @@ class ModuleSet {
   void* raw_symbol(const std::string& name) const;
   template <typename FnPtr>
   FnPtr symbol(const std::string& name) const {
-    static_assert(std::is_pointer_v<FnPtr> && std::is_function_v<std::remove_pointer_t<FnPtr>>,
-                  "symbol<F>: F must be a function pointer type");
-    return reinterpret_cast<FnPtr>(raw_symbol(name));
+    return function_pointer_cast<FnPtr>(raw_symbol(name));
   }
   const std::vector<std::shared_ptr<LoadedModule>>& modules() const { return modules_; }
 
