@@ -76,6 +76,7 @@ TEST(CppJitCache, SecondInstanceOverTheSameDirectoryLoadsWithoutCompiling) {
     EXPECT_TRUE(saxpy_is_correct(*first.compile(kSaxpySource)));
     EXPECT_EQ(first.stats().compiles, 1);
     EXPECT_EQ(first.stats().compiler_invocations, 2);  // --version, then the compile
+    EXPECT_GT(first.stats().compile_seconds, 0.0);
   }
   CppJit second(dir.path());
   auto mod = second.compile(kSaxpySource);
@@ -84,6 +85,7 @@ TEST(CppJitCache, SecondInstanceOverTheSameDirectoryLoadsWithoutCompiling) {
   EXPECT_EQ(s.compiles, 0);
   EXPECT_EQ(s.compiler_invocations, 0);  // the --version answer is memoized on disk too
   EXPECT_EQ(s.disk_hits, 1);
+  EXPECT_EQ(s.compile_seconds, 0.0);
 }
 
 TEST(CppJitCache, WarmStartInASecondProcessNeverRunsTheCompiler) {

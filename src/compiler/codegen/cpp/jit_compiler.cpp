@@ -1,6 +1,7 @@
 #include "compiler/codegen/cpp/jit_compiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -131,7 +132,9 @@ std::shared_ptr<LoadedModule> CppJit::build(const std::string& key, const std::s
 
   ++compiles_;
   ++compiler_invocations_;
+  auto t0 = std::chrono::steady_clock::now();
   ProcessResult r = run_process(argv, unique_temp_path(cache_.dir(), key, ".log"));
+  compile_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   if (!r.ok()) {
     std::error_code ec;
     fs::remove(temp_so, ec);
@@ -232,6 +235,7 @@ JitStats CppJit::stats() const {
   s.disk_hits = disk_hits_;
   s.memory_hits = memory_hits_;
   s.corrupt_entries = corrupt_;
+  s.compile_seconds = static_cast<double>(compile_ns_.load()) * 1e-9;
   return s;
 }
 

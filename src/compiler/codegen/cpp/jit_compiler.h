@@ -49,6 +49,7 @@ struct JitStats {
   int64_t disk_hits = 0;             // loaded from an existing entry, no compile
   int64_t memory_hits = 0;           // already loaded by this CppJit, nothing done
   int64_t corrupt_entries = 0;       // entries that would not load: deleted and rebuilt
+  double compile_seconds = 0;        // wall time of the compiler processes, summed over compiles
 };
 
 class CppJit {
@@ -103,6 +104,7 @@ class CppJit {
   std::unordered_map<std::string, std::shared_future<std::shared_ptr<LoadedModule>>> in_flight_;
 
   std::atomic<int64_t> compiles_{0}, compiler_invocations_{0}, disk_hits_{0}, memory_hits_{0}, corrupt_{0};
+  std::atomic<int64_t> compile_ns_{0};
 };
 
 // How many compiles run at once: KILN_COMPILE_JOBS, else the hardware threads.
