@@ -134,6 +134,7 @@ struct Invocation {
   BenchOpsOptions bench_ops;
   BenchModelsOptions bench_models;
   ExplainCmdOptions explain;
+  CacheCmdOptions cache;
   std::string help_topic;  // kiln help COMMAND
   CLI::App* help = nullptr;
   CLI::App* demo_cmd = nullptr;
@@ -143,6 +144,7 @@ struct Invocation {
   CLI::App* bench_ops_cmd = nullptr;
   CLI::App* bench_models_cmd = nullptr;
   CLI::App* explain_cmd = nullptr;
+  CLI::App* cache_cmd = nullptr;
   CLI::Option* train_width = nullptr;
   CLI::Option* train_data_dir = nullptr;
 };
@@ -334,6 +336,15 @@ void add_explain(CLI::App& app, Invocation& inv) {
   e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
 }
 
+void add_cache(CLI::App& app, Invocation& inv) {
+  CLI::App* c = app.add_subcommand(
+      "cache", "show (--info, the default) or empty (--clear) the compiled-kernel cache (docs/kernel-cache.md)");
+  inv.cache_cmd = c;
+  CLI::Option* info = c->add_flag("--info", inv.cache.info, "print the cache directory and what it holds");
+  c->add_flag("--clear", inv.cache.clear, "delete every compiled kernel; later runs compile again")->excludes(info);
+  c->footer("Environment:\n  KILN_CACHE_DIR  the cache directory (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)");
+}
+
 void build(CLI::App& app, Invocation& inv) {
   app.description("kiln: a deep-learning framework in C++; train, evaluate and benchmark from the command line");
   app.require_subcommand(1);
@@ -342,9 +353,10 @@ void build(CLI::App& app, Invocation& inv) {
   add_data(app, inv);
   add_bench(app, inv);
   add_explain(app, inv);
+  add_cache(app, inv);
   inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
-  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain")
-      ->check(one_of({"demo", "train", "data", "bench", "explain"}, "command"))
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain|cache")
+      ->check(one_of({"demo", "train", "data", "bench", "explain", "cache"}, "command"))
       ->type_name("COMMAND");
   app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
 }
@@ -410,6 +422,7 @@ int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
   if (inv.bench_models_cmd->parsed()) return run_bench_models(inv.bench_models);
   if (inv.explain_cmd->parsed()) return run_explain(inv.explain);
+  if (inv.cache_cmd->parsed()) return run_cache(inv.cache);
   KILN_ASSERT(false, "the parse chose no command");
 }
 

@@ -51,6 +51,13 @@ struct ExplainCmdOptions {
   bool dynamic = false;
 };
 
+struct CacheCmdOptions {
+  bool info = false;   // the default anyway
+  bool clear = false;
+};
+
+// kiln cache [--info] | --clear: the compiled-kernel cache (docs/kernel-cache.md).
+int run_cache(const CacheCmdOptions& o);
 // kiln demo: the tutorial CNN trained on CIFAR-10 (or Fashion-MNIST), accuracy and images/s.
 int run_demo(const DemoOptions& o);
 // kiln train --model ... --data ... (see docs/training.md).
