@@ -4,7 +4,10 @@
 // Without a CUDA device each test skips with the reason.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "testing/compare.h"
@@ -62,6 +65,56 @@ TEST(CudaAutocast, SixteenBitConvAndMatmulMatchTheCpu) {
     // The only difference: the output's rounding to 16 bits (and the order of the float32 sums).
     EXPECT_LE(scaled_error(got_conv, want_conv), 1e-2) << dtype_name(low);
     EXPECT_LE(scaled_error(got_mm, want_mm), 1e-2) << dtype_name(low);
+  }
+}
+
+// Pointwise ops on 16-bit tensors (autocast's activations): the CUDA loop
+// reads and writes them directly, with float math and one rounding, as the
+// CPU computes them; numbers stay float (never rounded to 16 bits).
+// Contiguous, odd-sized (the vector loop's tail), offset (unaligned packs)
+// and broadcast operands.
+TEST(CudaAutocast, SixteenBitPointwiseOpsMatchTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  using Fn = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<std::string, Fn>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, add(abs(b), 0.5)); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"relu", [](const Tensor& a, const Tensor&) { return relu(a); }},
+      {"gelu", [](const Tensor& a, const Tensor&) { return gelu(a); }},
+      {"sigmoid", [](const Tensor& a, const Tensor&) { return sigmoid(a); }},
+      {"clamp", [](const Tensor& a, const Tensor&) { return clamp(a, -0.3, 0.7); }},
+      {"mul_number", [](const Tensor& a, const Tensor&) { return mul(a, 0.1); }},
+      {"add_number", [](const Tensor& a, const Tensor&) { return add(a, 1e-3); }},
+      {"where", [](const Tensor& a, const Tensor& b) { return where(gt(a, b), a, b); }},
+      {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b).to(a.dtype()); }},
+  };
+  for (DType low : {DType::BFloat16, DType::Float16}) {
+    Tensor a = randn_on({37, 65}, 1, Device::cpu()).to(low), b = randn_on({37, 65}, 2, Device::cpu()).to(low);
+    Tensor row = randn_on({65}, 3, Device::cpu()).to(low);
+    struct Operands {
+      std::string name;
+      Tensor a, b;
+    };
+    const std::vector<Operands> operands = {
+        {"dense", a, b},
+        {"offset", a.reshape({-1}).slice(0, 1, 2000), b.reshape({-1}).slice(0, 3, 2002)},
+        {"broadcast", a, row},
+    };
+    for (const auto& [op_name, f] : ops) {
+      for (const Operands& o : operands) {
+        Tensor want = f(o.a, o.b);
+        Tensor got = f(o.a.to(kCuda), o.b.to(kCuda));
+        EXPECT_EQ(got.dtype(), want.dtype()) << op_name << " " << o.name;
+        // Within one 16-bit ulp: the float32 math may differ in its last bits
+        // (CUDA's expf against the CPU's), which can move the rounding by one.
+        const double tol = 2 * testing::rounding_of(low);
+        EXPECT_TENSOR_CLOSE(got.to(Device::cpu()), want, tol, tol)
+            << dtype_name(low) << " " << op_name << " " << o.name;
+      }
+    }
   }
 }
 
