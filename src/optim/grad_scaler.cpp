@@ -3,6 +3,7 @@
 #include "kiln/grad_scaler.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kiln/ops.h"
 
@@ -29,20 +30,25 @@ void GradScaler::unscale_(Optimizer& opt) {
              "per step, before step()");
   NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
-  // The largest |g| of each gradient, summed in float64 on its device: inf or
-  // NaN anywhere makes the sum inf or NaN, and float32 maxima never overflow
-  // a float64 sum. One read back per device.
-  Tensor total;
-  bool any = false;
+  // The largest |g| of each gradient, then the largest of those: inf or NaN
+  // anywhere makes it inf or NaN (amax lets NaN win), and a maximum never
+  // overflows as a sum could. One read back per device.
+  std::vector<Tensor> maxima;
   for (const Tensor& p : opt.params()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     g.mul_(inv);
-    Tensor m = amax(abs(g)).to(DType::Float64);
-    if (any && m.device() != total.device()) m = m.to(total.device());
-    total = any ? add(total, m) : m;
-    any = true;
+    Tensor m = amax(abs(g));
+    if (!maxima.empty() && m.device() != maxima[0].device()) m = m.to(maxima[0].device());
+    maxima.push_back(m);
   }
+  const bool any = !maxima.empty();
+  for (const Tensor& m : maxima) {
+    if (m.dtype() == maxima[0].dtype()) continue;
+    for (Tensor& x : maxima) x = x.to(DType::Float64);  // mixed dtypes: one that holds them all
+    break;
+  }
+  Tensor total = any ? amax(stack(maxima)) : Tensor();
   found_inf_ = any && !std::isfinite(total.item());
   unscaled_ = true;
 }
