@@ -26,7 +26,9 @@
 // precision inside an autocast region. With float16, scale the loss with
 // optim::GradScaler (kiln/grad_scaler.h) so small gradients do not flush to
 // zero. Scopes are per thread and nest strictly with the other dispatch-mode
-// scopes (kiln::Profile, compile's capture).
+// scopes (kiln::Profile, compile's capture). With kiln::compile, open the
+// scope inside the compiled function (capture records the casts); calling a
+// compiled function inside a scope is a kiln::Error that says so.
 #pragma once
 #include <memory>
 #include <optional>

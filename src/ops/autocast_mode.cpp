@@ -5,7 +5,9 @@
 // (gradients flow back to float32 master weights as float32) and capture
 // records them as graph nodes.
 #include <optional>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "autograd/node.h"
 #include "kiln/autocast.h"
@@ -44,6 +46,7 @@ class AutocastMode final : public DispatchMode {
 
   Tensors handle(OpId id, Tensors& inputs, const Attrs& attrs, const NextMode& next) override {
     if (this != t_innermost || !enabled_ || autograd::backward_running()) return next(id, inputs, attrs);
+    check_no_capture_above(id);
     const AutocastPolicy policy = autocast_policy(id);
     if (policy == AutocastPolicy::AsIs) return next(id, inputs, attrs);
     // The widest floating dtype among the tensor inputs (Promote); numbers
@@ -66,6 +69,21 @@ class AutocastMode final : public DispatchMode {
   }
 
  private:
+  // kiln::compile's capture pushed above this scope (a compiled function
+  // called inside autocast) records each op before autocast casts it, so
+  // its graph would disagree with what runs; say how to fix it instead.
+  void check_no_capture_above(OpId id) const {
+    const std::vector<const DispatchMode*> modes = active_modes();
+    bool above = false;
+    for (const DispatchMode* m : modes) {
+      if (m == this) above = true;
+      else if (above && std::string_view(m->mode_name()) == "capture")
+        KILN_FAIL("autocast: ", op_name(id), " reached an autocast scope from a kiln::compile'd function called "
+                  "inside it; capture records ops before autocast casts them. Put the scope inside the compiled "
+                  "function instead: compile([&](...) { kiln::autocast ac(DType::BFloat16); ... })");
+    }
+  }
+
   static bool eligible(const Tensor& t) {
     return t.defined() && !t.impl()->wrapped_number && is_floating(t.dtype());
   }

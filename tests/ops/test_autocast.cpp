@@ -4,6 +4,7 @@
 // CUDA side and tests/models the zoo.
 #include <gtest/gtest.h>
 
+#include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "ops/autocast_policy.h"
 #include "ops/dispatch_mode.h"
@@ -261,6 +262,40 @@ TEST(Autocast, MetaTensorsGetThePolicysDtypes) {
   EXPECT_TRUE(y.is_meta());
   EXPECT_EQ(y.dtype(), kBf16);
   EXPECT_EQ(softmax(y, 1).dtype(), kF32);
+}
+
+// ---- with kiln::compile ----
+
+TEST(Autocast, AScopeInsideACompiledFunctionIsCaptured) {
+  Tensor x = randn_of({2, 3, 8, 8}, 1), w = randn_of({4, 3, 3, 3}, 2);
+  auto f = [&](const Tensor& a) {
+    autocast ac(kBf16);
+    Tensor y = conv2d(a, w);
+    return std::make_pair(y, sum(softmax(y, 1), {1}));
+  };
+  auto compiled = compile([&](const Tensor& a) { return f(a).second; });
+  auto [y_eager, want] = f(x);
+  EXPECT_EQ(y_eager.dtype(), kBf16);
+  for (int call = 0; call < 2; ++call) {  // the trace, then a replay
+    Tensor got = compiled(x);
+    EXPECT_EQ(got.dtype(), kF32);
+    EXPECT_TENSOR_CLOSE(got, want, 0.0, 0.0);  // the same casts ran
+  }
+}
+
+TEST(Autocast, ACompiledFunctionCalledInsideAScopeIsAClearError) {
+  Tensor x = randn_of({2, 3, 8, 8}, 1), w = randn_of({4, 3, 3, 3}, 2);
+  auto compiled = compile([&](const Tensor& a) { return conv2d(a, w); });
+  try {
+    autocast ac(kBf16);
+    compiled(x);
+    FAIL() << "expected a kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Put the scope inside the compiled function"), std::string::npos) << e.what();
+  }
+  // Nothing is left behind: the compiled function and eager ops still run.
+  EXPECT_TRUE(active_modes().empty());
+  EXPECT_TENSOR_CLOSE(compiled(x), conv2d(x, w), 1e-6, 1e-6);
 }
 
 TEST(Autocast, BadDtypesAreClearErrors) {
