@@ -152,13 +152,13 @@ BackwardHook set_backward_hook(BackwardHook hook) {
 void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph) {
   if (t_backward_hook != nullptr && t_backward_hook(roots, grads, retain_graph)) return;
   ProfileRange range("backward");
-  NoGradGuard no_grad;
+  NoGradGuard no_grad;  // derivatives are plain op calls; no higher-order graph yet
   ++t_backward_passes;
   struct Running {
     bool prev = t_backward_running;
     Running() { t_backward_running = true; }
     ~Running() { t_backward_running = prev; }
-  } running;  // derivatives are plain op calls; no higher-order graph yet
+  } running;
   // Dependencies: how many edges from reachable nodes point at each node.
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::shared_ptr<Node>> owner;
