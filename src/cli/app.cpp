@@ -212,6 +212,11 @@ void add_train(CLI::App& app, Invocation& inv) {
                        " (0: batches are assembled in the training thread)")
       ->default_str(std::to_string(o.workers));
   add_device(t, o.device, "where the model trains");
+  t->add_option("--autocast", o.autocast,
+                "mixed precision: bf16 or fp16 forward passes over float32 weights (fp16 adds loss scaling); "
+                "docs/autocast.md")
+      ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
+      ->type_name("DTYPE");
   t->footer(kEnvironmentHelp);
 }
 
