@@ -11,6 +11,7 @@
 // overhead is measured within each compiled call, so load moves it little.
 //   build/bench/compile_overhead [--resnet-steps N] [--airbench-steps N] [--width W]
 #include <algorithm>
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,17 +23,15 @@
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 
+#include "bench_util.h"
+
 namespace {
 
 using namespace kiln;
 using Clock = std::chrono::steady_clock;
+using bench::median;
+using bench::min_of;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-double min_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
 
 struct Args {
   int resnet_steps = 20;
@@ -42,22 +41,14 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "compile_overhead: %s needs a value\n", s.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (s == "--resnet-steps") a.resnet_steps = std::max(1, std::atoi(value()));
-    else if (s == "--airbench-steps") a.airbench_steps = std::max(1, std::atoi(value()));
-    else if (s == "--width") a.width = std::atof(value());
-    else {
-      std::fprintf(stderr, "usage: compile_overhead [--resnet-steps N] [--airbench-steps N] [--width W]\n");
-      std::exit(2);
-    }
+  CLI::App app("compile_overhead: what kiln::compile's replay and guards cost (issue 8)");
+  app.add_option("--resnet-steps", a.resnet_steps, "ResNet-18 eval steps at batch 1")->check(CLI::PositiveNumber);
+  app.add_option("--airbench-steps", a.airbench_steps, "airbench train steps at batch 128")->check(CLI::PositiveNumber);
+  app.add_option("--width", a.width, "airbench width")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
   return a;
 }

@@ -8,6 +8,7 @@
 //     cost per recorded op call, from a loop of 1-element adds.
 //   build/bench/profile_overhead [--steps N] [--batch B] [--width W] [--table]
 #include <algorithm>
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,16 +18,14 @@
 
 #include "kiln/kiln.h"
 
+#include "bench_util.h"
+
 namespace {
 
 using namespace kiln;
 using Clock = std::chrono::steady_clock;
+using bench::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Args {
   int steps = 3;
@@ -37,23 +36,15 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "profile_overhead: %s needs a value\n", s.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (s == "--steps") a.steps = std::max(1, std::atoi(value()));
-    else if (s == "--batch") a.batch = std::max<int64_t>(1, std::atoll(value()));
-    else if (s == "--width") a.width = std::atof(value());
-    else if (s == "--table") a.table = true;
-    else {
-      std::fprintf(stderr, "usage: profile_overhead [--steps N] [--batch B] [--width W] [--table]\n");
-      std::exit(2);
-    }
+  CLI::App app("profile_overhead: the profiler's per-op total against the step's wall time");
+  app.add_option("--steps", a.steps, "profiled and plain steps")->check(CLI::PositiveNumber);
+  app.add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
+  app.add_option("--width", a.width, "airbench width")->check(CLI::PositiveNumber);
+  app.add_flag("--table", a.table, "print the per-op table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
   return a;
 }

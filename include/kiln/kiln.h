@@ -11,6 +11,8 @@
 #include "kiln/tensor.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"
+#include "kiln/autocast.h"
+#include "kiln/grad_scaler.h"
 #include "kiln/serialize.h"
 #include "kiln/data.h"
 #include "kiln/models.h"

@@ -84,11 +84,12 @@ class Tensor {
   // update an input, such as batch_norm's running statistics).
   void bump_version() const { checked("bump_version()")->storage->bump_version(); }
 
-  // Pointer to element 0 (storage base + offset).
-  void* data_ptr() const;
+  // Pointer to element 0 (storage base + offset). `where` names the caller
+  // in a graph-break report under capture (as for item()).
+  void* data_ptr(const SourceLocation& where = SourceLocation::current()) const;
   // Typed pointer; throws kiln::Error if T does not match dtype().
   template <typename T>
-  T* data() const;
+  T* data(const SourceLocation& where = SourceLocation::current()) const;
   // The single value of a one-element tensor, converted to double/T.
   // `where` names the caller in a graph-break report under capture.
   double item(const SourceLocation& where = SourceLocation::current()) const;
@@ -98,7 +99,7 @@ class Tensor {
   }
   // All elements, in row-major order, converted to T (any device).
   template <typename T>
-  std::vector<T> to_vector() const;
+  std::vector<T> to_vector(const SourceLocation& where = SourceLocation::current()) const;
 
   // autograd
   // false for an undefined Tensor (as libtorch); the others below throw there.
@@ -239,16 +240,16 @@ void set_grad_mode(bool enabled);
 
 // ---- template definitions ----
 template <typename T>
-T* Tensor::data() const {
+T* Tensor::data(const SourceLocation& where) const {
   KILN_CHECK(dtype() == dtype_v<T>, "Tensor::data<", dtype_name(dtype_v<T>), ">(): the tensor holds ",
              dtype_name(dtype()), "; use data<matching type>() or .to(", dtype_name(dtype_v<T>), ") first");
-  return static_cast<T*>(data_ptr());
+  return static_cast<T*>(data_ptr(where));
 }
 
 template <typename T>
-std::vector<T> Tensor::to_vector() const {
+std::vector<T> Tensor::to_vector(const SourceLocation& where) const {
   Tensor c = to(Device::cpu()).to(dtype_v<T>).contiguous();
-  const T* p = c.data<T>();
+  const T* p = c.data<T>(where);
   return std::vector<T>(p, p + c.numel());
 }
 

@@ -136,7 +136,12 @@ Tensors AccumulateGrad::apply(TensorSpan grad_outputs) {
 
 namespace {
 thread_local BackwardHook t_backward_hook = nullptr;
+thread_local uint64_t t_backward_passes = 0;
+thread_local bool t_backward_running = false;
 }
+
+uint64_t backward_passes() { return t_backward_passes; }
+bool backward_running() { return t_backward_running; }
 
 BackwardHook set_backward_hook(BackwardHook hook) {
   BackwardHook prev = t_backward_hook;
@@ -148,6 +153,12 @@ void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph)
   if (t_backward_hook != nullptr && t_backward_hook(roots, grads, retain_graph)) return;
   ProfileRange range("backward");
   NoGradGuard no_grad;  // derivatives are plain op calls; no higher-order graph yet
+  ++t_backward_passes;
+  struct Running {
+    bool prev = t_backward_running;
+    Running() { t_backward_running = true; }
+    ~Running() { t_backward_running = prev; }
+  } running;
   // Dependencies: how many edges from reachable nodes point at each node.
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::shared_ptr<Node>> owner;

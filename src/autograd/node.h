@@ -82,6 +82,12 @@ void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph)
 using BackwardHook = bool (*)(const Tensors& roots, const Tensors& grads, bool retain_graph);
 BackwardHook set_backward_hook(BackwardHook hook);
 
+// Backward passes started on this thread, and whether one is running now:
+// autocast steps aside while one runs (derivatives keep the forward's dtypes)
+// and recasts a cached weight whose cast a backward pass has consumed.
+uint64_t backward_passes();
+bool backward_running();
+
 // Records a node for an op call whose inputs need gradients (called by dispatch).
 void record(OpId id, const Attrs& attrs, TensorSpan inputs, Tensors& outputs);
 

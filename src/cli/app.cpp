@@ -132,7 +132,9 @@ struct Invocation {
   DemoOptions demo;
   DataOptions data;
   BenchOpsOptions bench_ops;
+  BenchModelsOptions bench_models;
   ExplainCmdOptions explain;
+  CacheCmdOptions cache;
   std::string help_topic;  // kiln help COMMAND
   CLI::App* help = nullptr;
   CLI::App* demo_cmd = nullptr;
@@ -140,7 +142,9 @@ struct Invocation {
   CLI::App* data_import_cmd = nullptr;
   CLI::App* data_get_cmd = nullptr;
   CLI::App* bench_ops_cmd = nullptr;
+  CLI::App* bench_models_cmd = nullptr;
   CLI::App* explain_cmd = nullptr;
+  CLI::App* cache_cmd = nullptr;
   CLI::Option* train_width = nullptr;
   CLI::Option* train_data_dir = nullptr;
 };
@@ -208,6 +212,11 @@ void add_train(CLI::App& app, Invocation& inv) {
                        " (0: batches are assembled in the training thread)")
       ->default_str(std::to_string(o.workers));
   add_device(t, o.device, "where the model trains");
+  t->add_option("--autocast", o.autocast,
+                "mixed precision: bf16 or fp16 forward passes over float32 weights (fp16 adds loss scaling); "
+                "docs/autocast.md")
+      ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
+      ->type_name("DTYPE");
   t->footer(kEnvironmentHelp);
 }
 
@@ -280,6 +289,36 @@ void add_bench(CLI::App& app, Invocation& inv) {
   std::string footer = "cases:";
   for (const auto& n : names) footer += "\n  " + n;
   ops->footer(footer);
+
+  BenchModelsOptions& m = inv.bench_models;
+  CLI::App* models = bench->add_subcommand(
+      "models", "images/s of whole zoo models, eager against compiled, with compile and warm-start seconds");
+  inv.bench_models_cmd = models;
+  models->add_option("--models", m.models, "comma-separated: tutorial,resnet18,airbench (default: all three)")
+      ->delimiter(',')
+      ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
+      ->type_name("A,B,...");
+  models->add_option("--modes", m.modes, "comma-separated: eager,default,reduce-overhead,max-autotune "
+                                         "(default: eager,default; the speed-up is against eager)")
+      ->delimiter(',')
+      ->check(one_of({"eager", "default", "reduce-overhead", "max-autotune"}, "mode"))
+      ->type_name("A,B,...");
+  models->add_option("--phases", m.phases, "comma-separated: train (a recipe SGD step), eval (a forward)")
+      ->delimiter(',')
+      ->check(one_of({"train", "eval"}, "phase"))
+      ->type_name("A,B,...");
+  add_integer<int64_t>(models, "--batch", [&m](int64_t v) { m.batch = v; }, 1, 65536, "images per step (default 128)");
+  add_integer<int>(models, "--steps", [&m](int v) { m.steps = v; }, 1, 100000,
+                   "at most this many timed steps per case (default: about 2 s of steps)");
+  models->add_option("--width", m.width, "airbench's width multiplier (default 1)")
+      ->check(CLI::Range(0.0625, kMaxWidth))
+      ->type_name("W");
+  models->add_flag("--json", m.json,
+                   "one JSON object per case: {\"model\",\"mode\",\"phase\",\"img_per_s\",\"compile_s\",\"warm_s\",...}");
+  models->add_flag("--no-warm", m.no_warm, "skip the warm start (a second process on the warm kernel cache)");
+  models->add_flag("--first-call-only", m.first_call_only, "time only the first call (how the warm start is measured)")
+      ->group("");
+  add_device(models, m.device, "where the models run");
 }
 
 void add_explain(CLI::App& app, Invocation& inv) {
@@ -302,6 +341,15 @@ void add_explain(CLI::App& app, Invocation& inv) {
   e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
 }
 
+void add_cache(CLI::App& app, Invocation& inv) {
+  CLI::App* c = app.add_subcommand(
+      "cache", "show (--info, the default) or empty (--clear) the compiled-kernel cache (docs/kernel-cache.md)");
+  inv.cache_cmd = c;
+  CLI::Option* info = c->add_flag("--info", inv.cache.info, "print the cache directory and what it holds");
+  c->add_flag("--clear", inv.cache.clear, "delete every compiled kernel; later runs compile again")->excludes(info);
+  c->footer("Environment:\n  KILN_CACHE_DIR  the cache directory (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)");
+}
+
 void build(CLI::App& app, Invocation& inv) {
   app.description("kiln: a deep-learning framework in C++; train, evaluate and benchmark from the command line");
   app.require_subcommand(1);
@@ -310,9 +358,10 @@ void build(CLI::App& app, Invocation& inv) {
   add_data(app, inv);
   add_bench(app, inv);
   add_explain(app, inv);
+  add_cache(app, inv);
   inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
-  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain")
-      ->check(one_of({"demo", "train", "data", "bench", "explain"}, "command"))
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain|cache")
+      ->check(one_of({"demo", "train", "data", "bench", "explain", "cache"}, "command"))
       ->type_name("COMMAND");
   app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
 }
@@ -376,7 +425,9 @@ int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.data_import_cmd->parsed()) return run_data_import(inv.data);
   if (inv.data_get_cmd->parsed()) return run_data_get(inv.data);
   if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
+  if (inv.bench_models_cmd->parsed()) return run_bench_models(inv.bench_models);
   if (inv.explain_cmd->parsed()) return run_explain(inv.explain);
+  if (inv.cache_cmd->parsed()) return run_cache(inv.cache);
   KILN_ASSERT(false, "the parse chose no command");
 }
 

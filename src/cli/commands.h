@@ -29,6 +29,19 @@ struct BenchOpsOptions {
   std::string device = "cpu";  // cpu | cuda
 };
 
+struct BenchModelsOptions {
+  std::vector<std::string> models = {"tutorial", "resnet18", "airbench"};
+  std::vector<std::string> modes = {"eager", "default"};  // eager | default | reduce-overhead | max-autotune
+  std::vector<std::string> phases = {"train", "eval"};
+  int64_t batch = 128;
+  int steps = 0;  // > 0: at most this many timed steps per case (default: about 2 s)
+  double width = 1.0;  // airbench's
+  bool json = false;
+  bool no_warm = false;          // skip the warm-start process
+  bool first_call_only = false;  // internal: the warm-start probe
+  std::string device = "cpu";
+};
+
 struct ExplainCmdOptions {
   std::string model = "tutorial";
   bool train = false;  // a whole train step instead of the eval forward
@@ -38,6 +51,13 @@ struct ExplainCmdOptions {
   bool dynamic = false;
 };
 
+struct CacheCmdOptions {
+  bool info = false;   // the default anyway
+  bool clear = false;
+};
+
+// kiln cache [--info] | --clear: the compiled-kernel cache (docs/kernel-cache.md).
+int run_cache(const CacheCmdOptions& o);
 // kiln demo: the tutorial CNN trained on CIFAR-10 (or Fashion-MNIST), accuracy and images/s.
 int run_demo(const DemoOptions& o);
 // kiln train --model ... --data ... (see docs/training.md).
@@ -47,6 +67,8 @@ int run_data_import(const DataOptions& o);
 int run_data_get(const DataOptions& o);
 // kiln bench ops: times the op cases of bench/vs_torch.sh.
 int run_bench_ops(const BenchOpsOptions& o);
+// kiln bench models: images/s of the zoo models, eager and compiled, with compile and warm-start times.
+int run_bench_models(const BenchModelsOptions& o);
 // kiln explain --model ...: what kiln::compile makes of a zoo model (docs/explain.md).
 int run_explain(const ExplainCmdOptions& o);
 // The device a --device NAME names, checked: a CUDA device must be usable

@@ -94,8 +94,17 @@ struct EvalResult {
   double acc = 0, img_per_s = 0;
 };
 
+// A mixed-precision scope over `what` when `dt` is set (train --autocast).
+template <typename F>
+auto maybe_autocast(const std::optional<DType>& dt, F&& what) {
+  std::optional<autocast> scope;
+  if (dt) scope.emplace(*dt);
+  return what();
+}
+
 EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t max_batches, int workers, Device device) {
+                    const std::vector<float>& std, int64_t max_batches, int workers, Device device,
+                    const std::optional<DType>& amp) {
   data::DataLoaderOptions lo;
   lo.batch_size = 500;
   lo.shuffle = false;
@@ -109,7 +118,7 @@ EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std
   int64_t correct = 0, seen = 0, batches = 0;
   auto t0 = Clock::now();
   while (auto batch = loader.next()) {
-    Tensor pred = model.forward(batch->images.to(device)).argmax(1);
+    Tensor pred = maybe_autocast(amp, [&] { return model.forward(batch->images.to(device)); }).argmax(1);
     correct += static_cast<int64_t>(sum(eq(pred, batch->labels.to(device))).item());
     seen += batch->labels.numel();
     if (max_batches > 0 && ++batches >= max_batches) break;
@@ -186,6 +195,11 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   std::vector<float> stdv = fmnist ? std::vector<float>{0.3530f} : data::kCifar10Std;
 
   const Device device = checked_device(o.device, "train");
+  // Mixed precision: float32 weights, the forward and loss under autocast;
+  // float16 scales the loss (bfloat16 has float32's range).
+  const std::optional<DType> amp =
+      o.autocast.empty() ? std::nullopt : std::optional<DType>(parse_autocast_dtype(o.autocast));
+  optim::GradScaler scaler(optim::GradScalerOptions().enabled(amp == DType::Float16));
   KILN_CHECK(device.is_cpu() || o.resume.empty(), "train: --resume with --device ", o.device,
              " is not supported yet (the optimizer state loads on the host); resume with --device cpu");
   manual_seed(o.seed);
@@ -241,7 +255,10 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                 o.model.c_str(), o.model == "airbench" ? (" (width " + std::to_string(o.width) + ")").c_str() : "",
                 train_set.source.c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(batch), o.opt.c_str(), lr,
-                static_cast<long long>(o.epochs), device.is_cpu() ? "" : (", on " + device.str()).c_str());
+                static_cast<long long>(o.epochs),
+                (std::string(device.is_cpu() ? "" : ", on " + device.str()) +
+                 (amp ? ", autocast " + std::string(dtype_name(*amp)) : ""))
+                    .c_str());
 
   TrainResult result;
   cuda::AllocatorStats after_first_epoch;  // CUDA: steady state is every epoch after the first
@@ -259,11 +276,14 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
       auto b = loader.next();
       if (!b) break;
       schedule->apply(*opt, epoch * steps_per_epoch + step);
-      Tensor logits = model->forward(b->images.to(device));
-      Tensor loss = cross_entropy(logits, b->labels.to(device), r.label_smoothing);
+      Tensor loss = maybe_autocast(amp, [&] {
+        Tensor logits = model->forward(b->images.to(device));
+        return cross_entropy(logits, b->labels.to(device), r.label_smoothing);
+      });
       opt->zero_grad();
-      loss.backward();
-      opt->step();
+      scaler.scale(loss).backward();
+      scaler.step(*opt);
+      scaler.update();
       double l = loss.item();
       loss_sum += l;
       ++step;
@@ -275,7 +295,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     double secs = seconds_since(t0);
     train_time += secs;
     train_images += epoch_images;
-    EvalResult ev = evaluate(*model, test_set, mean, stdv, o.steps, o.workers, device);
+    EvalResult ev = evaluate(*model, test_set, mean, stdv, o.steps, o.workers, device, amp);
     result.test_acc = ev.acc;
     eval_time_img = ev.img_per_s;
     double ips = static_cast<double>(epoch_images) / secs;
@@ -300,6 +320,9 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     }
   }
   result.wall_s = seconds_since(wall0);
+  if (scaler.is_enabled() && !o.json)
+    std::printf("grad scaler: %lld steps skipped on inf/NaN gradients, final scale %g\n",
+                static_cast<long long>(scaler.skipped_steps()), scaler.get_scale());
   if (device.is_cuda() && !o.json) {
     cuda::AllocatorStats st = cuda::allocator_stats(device.index);
     std::printf("cuda allocator: %llu cudaMalloc / %llu cudaFree calls (%llu / %llu after the first epoch), "

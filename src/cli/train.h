@@ -25,6 +25,7 @@ struct TrainOptions {
   std::string data_dir;  // Fashion-MNIST's directory; empty: data::find_fashion_mnist_dir's order
   std::string profile;   // Chrome trace file; empty: $KILN_PROFILE, else no profile
   std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
+  std::string autocast;        // "" (float32) | bf16 | fp16: mixed precision (docs/autocast.md)
 };
 
 // A zoo model's training recipe (docs/training.md); `kiln explain --train`

@@ -29,21 +29,12 @@ LogState& state() {
   return s;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // The categories a KILN_LOGS value names; one warning line for unknown names.
 int parse_spec(std::string_view spec) {
   int mask = 0;
   std::string unknown;
-  while (!spec.empty()) {
-    size_t comma = spec.find(',');
-    std::string_view name = trim(spec.substr(0, comma));
-    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
-    if (name.empty()) continue;
+  for (std::string_view name : comma_list(spec)) {
     if (name == "all") {
       mask = (1 << kNumLogCategories) - 1;
       continue;
@@ -95,6 +86,19 @@ void emit(LogState& s, LogCategory c, std::string_view message) {
 }
 
 }  // namespace
+
+std::vector<std::string_view> comma_list(std::string_view list) {
+  std::vector<std::string_view> items;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
 
 const char* log_category_name(LogCategory c) { return kNames[static_cast<size_t>(c)]; }
 

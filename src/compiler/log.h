@@ -11,10 +11,11 @@
 // place, a fallback for one function) so a loop reports it once per process.
 #pragma once
 #include <cstdint>
-#include "kiln/source_location.h"
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "kiln/source_location.h"
 
 namespace kiln::compiler {
 
@@ -25,6 +26,9 @@ constexpr int kNumLogCategories = 5;
 const char* log_category_name(LogCategory c);
 
 bool log_enabled(LogCategory c);
+// The trimmed, non-empty items of a comma list ("a, b,,c": a, b, c): how
+// KILN_LOGS and KILN_DUMP are read.
+std::vector<std::string_view> comma_list(std::string_view list);
 // Prints "[kiln:<category>] <message>" to stderr when the category is on.
 void log_event(LogCategory c, std::string_view message);
 // As log_event, but only the first time `key` is logged in this category.

@@ -65,7 +65,7 @@ MetaDataAccessHook set_meta_data_access_hook(MetaDataAccessHook hook) {
 // A read of a meta tensor's data: a graph break under capture (the hook fills
 // the tensor), else an error.
 [[gnu::noinline]] static void on_meta_data_access(
-    const Tensor& t, const char* what, const SourceLocation& where = SourceLocation::current()) {
+    const Tensor& t, const char* what, const SourceLocation& where) {
   if (t_meta_hook != nullptr) t_meta_hook(t, what, where);
   KILN_CHECK(!t.impl()->storage->is_meta(), what, ": the tensor ", dtype_name(t.dtype()), shape_str(t.shape()),
              " is a meta tensor (shape, dtype and device without memory), so it has no data to read; run the op on "
@@ -92,10 +92,10 @@ bool Tensor::shares_storage(const Tensor& other) const {
   return defined() && other.defined() && impl_->storage == other.impl_->storage;
 }
 
-void* Tensor::data_ptr() const {
+void* Tensor::data_ptr(const SourceLocation& where) const {
   checked("data_ptr()");
   if (impl_->storage->data() == nullptr && impl_->storage->is_meta()) [[unlikely]]
-    on_meta_data_access(*this, "data_ptr()");
+    on_meta_data_access(*this, "data_ptr()", where);
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(itemsize());
 }
 

@@ -1,6 +1,12 @@
 // The elementwise loop every pointwise and cast kernel shares: one grid-stride
 // kernel over the output, templated on the element types and a functor, with
 // a vectorized variant (16-byte float loads) for dense operands.
+//
+// Operands are stored in their own types and computed in their math types
+// (Math<T>): 16-bit floats are read, widened to float for the functor, and
+// the result rounded once into the output, so a bf16 or fp16 tensor runs the
+// loop directly, without float32 copies in and out (what autocast's 16-bit
+// activations need); numbers enter in the math type, never rounded to 16 bits.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -46,15 +52,19 @@ __host__ __device__ inline To convert(From v) {
   }
 }
 
+// The type a functor sees for an operand stored as T.
 template <typename T>
-__device__ inline T load(const Loop& L, int k, int64_t off) {
-  if (L.is_number[k]) return convert<T>(L.number[k]);
-  return static_cast<const T*>(L.ptr[k])[off];
+using Math = std::conditional_t<kIsHalf<T>, float, T>;
+
+template <typename T>
+__device__ inline Math<T> load(const Loop& L, int k, int64_t off) {
+  if (L.is_number[k]) return convert<Math<T>>(L.number[k]);
+  return convert<Math<T>>(static_cast<const T*>(L.ptr[k])[off]);
 }
 
 template <typename Out, typename F, typename... In, size_t... I>
 __device__ inline void apply_at(const Loop& L, const int64_t* off, const F& f, std::index_sequence<I...>) {
-  static_cast<Out*>(L.ptr[0])[off[0]] = f(load<In>(L, static_cast<int>(I) + 1, off[I + 1])...);
+  static_cast<Out*>(L.ptr[0])[off[0]] = convert<Out>(f(load<In>(L, static_cast<int>(I) + 1, off[I + 1])...));
 }
 
 template <typename Out, typename F, typename... In>
@@ -89,22 +99,31 @@ struct alignas(sizeof(T) * kVec) Pack {
   T v[kVec];
 };
 
+// kVec values of an operand in its math type (one wide load of its storage).
 template <typename T>
-__device__ inline Pack<T> load_pack(const Loop& L, int k, int64_t base) {
+struct MathPack {
+  Math<T> v[kVec];
+};
+
+template <typename T>
+__device__ inline MathPack<T> load_pack(const Loop& L, int k, int64_t base) {
+  MathPack<T> p;
   if (L.is_number[k]) {
-    Pack<T> p;
-    const T x = convert<T>(L.number[k]);
+    const Math<T> x = convert<Math<T>>(L.number[k]);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) p.v[j] = x;
     return p;
   }
-  return *reinterpret_cast<const Pack<T>*>(static_cast<const T*>(L.ptr[k]) + base);
+  const Pack<T> raw = *reinterpret_cast<const Pack<T>*>(static_cast<const T*>(L.ptr[k]) + base);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) p.v[j] = convert<Math<T>>(raw.v[j]);
+  return p;
 }
 
 template <typename Out, typename F, typename... P>
 __device__ inline void apply_packs(Pack<Out>& o, const F& f, const P&... packs) {
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) o.v[j] = f(packs.v[j]...);
+  for (int j = 0; j < kVec; ++j) o.v[j] = convert<Out>(f(packs.v[j]...));
 }
 
 template <typename Out, typename F, typename... In, size_t... I>

@@ -2,9 +2,12 @@
 // with register_kernel. Each turns its tensors into a launch of the kernels
 // in kernels.h (pointwise loop, casts, sums) or a cuBLASLt call (matmul.cpp).
 //
-// As on the CPU, 16-bit float inputs are converted to float32 before the
-// loop and 16-bit outputs are computed in float32 and converted after.
-// Numbers (wrapped scalars, which live on the host) are passed by value.
+// Pointwise ops whose tensor operands all have the output's 16-bit dtype run
+// the loop on them directly (math in float32, loop.cuh); otherwise, as on the
+// CPU, 16-bit inputs are converted to float32 before the loop and 16-bit
+// outputs computed in float32 and converted after. Either way the result is
+// the float32 math rounded once. Numbers (wrapped scalars, which live on the
+// host) are passed by value.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -144,18 +147,30 @@ int multiprocessors(int device) {
 
 namespace {
 
+bool is_16bit(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// The dtype a pointwise loop runs in for output dtype `out`: a 16-bit output
+// whose tensor inputs all share its dtype runs in it (no float32 copies: the
+// bf16/fp16 activations of autocast); else compute_dtype's.
+DType loop_dtype(DType out, TensorSpan inputs) {
+  if (!is_16bit(out)) return compute_dtype(out);
+  for (const Tensor& t : inputs)
+    if (!is_number(t) && t.dtype() != out) return DType::Float32;
+  return out;
+}
+
 // ---- kernels ----
 
 template <PointwiseOp Op>
 void binary_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  const DType cd = compute_dtype(out[0].dtype());
+  const DType cd = loop_dtype(out[0].dtype(), in);
   Tensor a = converted(in[0], cd), b = converted(in[1], cd);
   with_compute_output(out[0], cd, [&](const Tensor& y) { launch_pointwise(make_call(Op, cd, y, {a, b})); });
 }
 
 template <PointwiseOp Op>
 void unary_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  const DType cd = compute_dtype(out[0].dtype());
+  const DType cd = loop_dtype(out[0].dtype(), in);
   Tensor x = converted(in[0], cd);
   with_compute_output(out[0], cd, [&](const Tensor& y) { launch_pointwise(make_call(Op, cd, y, {x})); });
 }
@@ -170,7 +185,7 @@ void gelu_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) 
 }
 
 void clamp_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  const DType cd = compute_dtype(out[0].dtype());
+  const DType cd = loop_dtype(out[0].dtype(), in);
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   if (!is_floating(cd)) {
     // Integer bounds: the bound itself clamped to the dtype's range first.
@@ -193,7 +208,7 @@ void clamp_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 
 template <PointwiseOp Op>
 void compare_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  const DType cd = compute_dtype(result_type(in));
+  const DType cd = loop_dtype(result_type(in), in);
   Tensor a = converted(in[0], cd), b = converted(in[1], cd);
   launch_pointwise(make_call(Op, cd, out[0], {a, b}));
 }
@@ -204,7 +219,7 @@ void logical_not_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
 }
 
 void where_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  const DType cd = compute_dtype(out[0].dtype());
+  const DType cd = loop_dtype(out[0].dtype(), in.subspan(1));
   Tensor cond = in[0], a = converted(in[1], cd), b = converted(in[2], cd);
   with_compute_output(out[0], cd,
                       [&](const Tensor& y) { launch_pointwise(make_call(PointwiseOp::Where, cd, y, {cond, a, b})); });

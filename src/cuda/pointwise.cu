@@ -103,6 +103,8 @@ struct WhereF {
 };
 
 // Compute dtypes: every one, every one but bool, floating point only.
+// float16 and bfloat16 are storage types whose math is float (loop.cuh):
+// every operand in the 16-bit dtype, the functor on float.
 enum class Types { All, NoBool, Float };
 
 template <Types D, typename F>
@@ -110,6 +112,8 @@ void visit_compute(Scalar s, F&& f) {
   switch (s) {
     case Scalar::Float32: f.template operator()<float>(); return;
     case Scalar::Float64: f.template operator()<double>(); return;
+    case Scalar::Float16: f.template operator()<__half>(); return;
+    case Scalar::BFloat16: f.template operator()<__nv_bfloat16>(); return;
     default: break;
   }
   if constexpr (D != Types::Float) {

@@ -263,6 +263,18 @@ ExcludeModesGuard::~ExcludeModesGuard() {
   t_modes.excluded = prev_excluded_;
 }
 
+FreshModeStack::FreshModeStack()
+    : prev_stack_(std::move(t_modes.stack)), prev_visible_(t_modes.visible), prev_excluded_(t_modes.excluded) {
+  t_modes.stack.clear();
+  t_modes.visible = 0;
+  t_modes.excluded = false;
+}
+FreshModeStack::~FreshModeStack() {
+  t_modes.stack = std::move(prev_stack_);
+  t_modes.visible = prev_visible_;
+  t_modes.excluded = prev_excluded_;
+}
+
 HideModeGuard::HideModeGuard(const DispatchMode& mode) : prev_visible_(t_modes.visible) {
   int level = 0;
   while (level < static_cast<int>(t_modes.stack.size()) && t_modes.stack[level] != &mode) ++level;

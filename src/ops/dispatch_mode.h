@@ -81,6 +81,24 @@ class HideModeGuard {
   int prev_visible_;
 };
 
+// Runs the scope on an empty mode stack of its own: the modes of the caller,
+// hidden or not, see nothing of it, and the scope may push modes even where
+// ModeGuard may not (inside a mode's work). How the compiler traces its own
+// derivations (a decomposition, the joint forward and backward) wherever it
+// runs: under a capture, a profiler, or inside a graph run.
+class FreshModeStack {
+ public:
+  FreshModeStack();
+  ~FreshModeStack();
+  FreshModeStack(const FreshModeStack&) = delete;
+  FreshModeStack& operator=(const FreshModeStack&) = delete;
+
+ private:
+  std::vector<DispatchMode*> prev_stack_;
+  int prev_visible_;
+  bool prev_excluded_;
+};
+
 // The modes pushed on this thread, bottom first (for tests and explain).
 std::vector<const DispatchMode*> active_modes();
 // True inside a kernel, view function or shape rule (ExcludeModesGuard).

@@ -40,4 +40,19 @@ inline void check_model(const std::string& name, bool training, int64_t batch = 
   EXPECT_EQ(cb.stats().variants, 1) << name;
 }
 
+// A whole train step compiled: cross entropy, zero_grad, backward and the
+// optimizer's step in one function.
+template <typename Module, typename Optimizer>
+auto compile_train_step(Module& model, Optimizer& opt, CompileOptions options = {}) {
+  return compile(
+      [&model, &opt](const Tensor& x, const Tensor& y) {
+        Tensor loss = cross_entropy(model->forward(x), y);
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      options);
+}
+
 }  // namespace kiln::testing

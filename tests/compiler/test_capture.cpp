@@ -70,6 +70,28 @@ TEST(Capture, FullgraphTurnsABreakIntoAnErrorNamingTheCaller) {
   }
 }
 
+// A raw read of a computed tensor's memory breaks the graph at the user's
+// line too, not inside kiln's headers.
+TEST(Capture, FullgraphNamesTheCallerOfDataAndToVector) {
+  auto by_data = compile([](const Tensor& x) { return *x.exp().data<float>() > 0 ? x : neg(x); },
+                         CompileOptions().fullgraph(true));
+  auto by_vector = compile([](const Tensor& x) { return x.exp().to_vector<float>()[0] > 0 ? x : neg(x); },
+                           CompileOptions().fullgraph(true));
+  auto expect_break_here = [](auto& f) {
+    try {
+      f(full({2}, 1.0));
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("data_ptr()"), std::string::npos) << m;
+      EXPECT_NE(m.find("test_capture.cpp"), std::string::npos) << m;
+      EXPECT_EQ(m.find("tensor.h"), std::string::npos) << m;
+    }
+  };
+  expect_break_here(by_data);
+  expect_break_here(by_vector);
+}
+
 TEST(Capture, DynamicBatchCompilesOnceStaticOncePerSizeThenEager) {
   manual_seed(2);
   auto model = models::tutorial_cnn();

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -102,9 +105,9 @@ TEST(CppJit, Avx2FloorBuildsAWorkingModuleWithoutAvx512) {
 }
 
 TEST(CppJit, KilnCpuIsaEnvironmentForcesTheLevel) {
-  ::setenv("KILN_CPU_ISA", "avx2", 1);
+  kiln::testing::ScopedEnv isa("KILN_CPU_ISA", "avx2");
   EXPECT_EQ(jit_isa().name(), "avx2");
-  ::setenv("KILN_CPU_ISA", "sse2", 1);
+  isa.set("sse2");
   try {
     jit_isa();
     ADD_FAILURE() << "KILN_CPU_ISA=sse2 accepted";
@@ -112,10 +115,9 @@ TEST(CppJit, KilnCpuIsaEnvironmentForcesTheLevel) {
     EXPECT_TRUE(contains(e.what(), "KILN_CPU_ISA=sse2")) << e.what();
   }
   if (host_max_isa().level == JitIsaLevel::Avx512) {
-    ::setenv("KILN_CPU_ISA", "avx512", 1);
+    isa.set("avx512");
     EXPECT_EQ(jit_isa().level, JitIsaLevel::Avx512);
   }
-  ::unsetenv("KILN_CPU_ISA");
 }
 
 TEST(CppJit, SleefExpMatchesStdExp) {
@@ -164,6 +166,19 @@ TEST(CppJit, SyntaxErrorIsAnErrorWithTheCompilerMessageAndTheKeptSource) {
   EXPECT_FALSE(jit.cache().has_entry(key));
   EXPECT_EQ(jit.cache().info().temps, 0);  // the failed .so's temporary is gone
   EXPECT_EQ(jit.stats().compiles, 1);
+}
+
+TEST(CppJit, CallOfAnUndefinedFunctionFailsTheCompileNamingIt) {
+  ScratchDir dir;
+  CppJit jit(dir.path());
+  std::string src = "extern \"C\" float kiln_no_such_fn(float);\nextern \"C\" float f(float x) { return kiln_no_such_fn(x); }\n";
+  try {
+    jit.compile(src);
+    FAIL() << "a module with an undefined function was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "undefined reference to `kiln_no_such_fn'")) << e.what();
+  }
+  EXPECT_FALSE(jit.cache().has_entry(jit.cache_key(src)));  // nothing a later start would trip over
 }
 
 TEST(CppJit, LongCompilerOutputIsCutToFortyLines) {
@@ -229,6 +244,43 @@ TEST(CppJit, CompileManyReturnsEachSourcesModuleInOrder) {
   EXPECT_EQ(again[2].get(), mods[2].get());
   EXPECT_EQ(jit.stats().compiles, 4);
   EXPECT_EQ(jit.stats().memory_hits, 5 + 1);
+}
+
+// How many compiler processes ran at once, from the "start NS" / "end NS"
+// lines the wrapper below writes.
+int max_concurrent(const std::filesystem::path& log) {
+  std::ifstream in(log);
+  std::vector<std::pair<long long, int>> events;
+  std::string what;
+  for (long long ns; in >> what >> ns;) events.emplace_back(ns, what == "start" ? 1 : -1);
+  std::sort(events.begin(), events.end());  // at equal times an end (-1) sorts first
+  int now = 0, most = 0;
+  for (const auto& e : events) most = std::max(most, now += e.second);
+  return most;
+}
+
+TEST(CppJit, CompileManyRunsTheCompilesConcurrently) {
+  ScratchDir dir;
+  // g++ behind a wrapper that logs when each compile starts and ends and
+  // first sleeps, so compiles overlap whenever they run in parallel, however
+  // busy the machine's cores are.
+  std::filesystem::path log = dir.path() / "times.log", cxx = dir.path() / "slow-g++";
+  std::ofstream(cxx) << "#!/bin/sh\necho start $(date +%s%N) >> '" << log.string()
+                     << "'\nsleep 0.3\ng++ \"$@\"\nrc=$?\necho end $(date +%s%N) >> '" << log.string()
+                     << "'\nexit $rc\n";
+  std::filesystem::permissions(cxx, std::filesystem::perms::owner_all);
+  kiln::testing::ScopedEnv use_wrapper("KILN_CXX", cxx.c_str()), four_jobs("KILN_COMPILE_JOBS", "4");
+  CppJit jit(dir.path() / "cache");
+  jit.cache_key("");  // the --version probe, before the log counts
+  std::filesystem::remove(log);
+  auto mods = jit.compile_many(add_constant_sources(4, "concurrent"));
+  EXPECT_EQ(jit.stats().compiles, 4);
+  std::vector<float> y(8, 0.f);
+  mods[3]->symbol<void (*)(int64_t, float*)>("add_k")(8, y.data());
+  EXPECT_EQ(y[7], 3.f);
+  int most = max_concurrent(log);
+  EXPECT_GE(most, 2) << "compile_many ran its compiles one after another";
+  std::printf("compile_many with 4 jobs: up to %d compiles at once\n", most);
 }
 
 TEST(CppJit, CompileManyFinishesTheGoodSourcesWhenOneFails) {

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +76,7 @@ TEST(CppJitCache, SecondInstanceOverTheSameDirectoryLoadsWithoutCompiling) {
     EXPECT_TRUE(saxpy_is_correct(*first.compile(kSaxpySource)));
     EXPECT_EQ(first.stats().compiles, 1);
     EXPECT_EQ(first.stats().compiler_invocations, 2);  // --version, then the compile
+    EXPECT_GT(first.stats().compile_seconds, 0.0);
   }
   CppJit second(dir.path());
   auto mod = second.compile(kSaxpySource);
@@ -85,18 +85,18 @@ TEST(CppJitCache, SecondInstanceOverTheSameDirectoryLoadsWithoutCompiling) {
   EXPECT_EQ(s.compiles, 0);
   EXPECT_EQ(s.compiler_invocations, 0);  // the --version answer is memoized on disk too
   EXPECT_EQ(s.disk_hits, 1);
+  EXPECT_EQ(s.compile_seconds, 0.0);
 }
 
 TEST(CppJitCache, WarmStartInASecondProcessNeverRunsTheCompiler) {
   ScratchDir dir;
   fs::path cxx = write_logging_compiler(dir.path());
   fs::path cache = dir.path() / "cache", calls = dir.path() / "calls.log";
-  ::setenv("KILN_CXX", cxx.c_str(), 1);
   {
+    kiln::testing::ScopedEnv use_logging_compiler("KILN_CXX", cxx.c_str());
     CppJit cold(cache);
     EXPECT_TRUE(saxpy_is_correct(*cold.compile(kSaxpySource)));
   }
-  ::unsetenv("KILN_CXX");
   ASSERT_EQ(count_lines(calls), 2) << "the cold process runs --version and one compile";
 
   ChildProcess child = spawn_self("CppJitChild.DISABLED_CompileSaxpyAndReportStats",
@@ -262,21 +262,12 @@ TEST(CppJitCache, InfoCountsAndClearEmpties) {
 }
 
 TEST(CppJitCache, DefaultRootFollowsKilnCacheDirThenXdgThenHome) {
-  // Restores the variables it changes (ctest sets KILN_CACHE_DIR for every test).
-  struct Saved {
-    const char* name;
-    std::optional<std::string> value;
-    ~Saved() { value ? (void)::setenv(name, value->c_str(), 1) : (void)::unsetenv(name); }
-  };
-  auto save = [](const char* n) { const char* v = std::getenv(n); return Saved{n, v ? std::optional<std::string>(v) : std::nullopt}; };
-  Saved a = save("KILN_CACHE_DIR"), b = save("XDG_CACHE_HOME"), c = save("HOME");
-  ::setenv("KILN_CACHE_DIR", "/tmp/kiln-a", 1);
-  ::setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  kiln::testing::ScopedEnv kiln_dir("KILN_CACHE_DIR", "/tmp/kiln-a"), xdg("XDG_CACHE_HOME", "/tmp/xdg"),
+      home("HOME", "/tmp/home-of-someone");
   EXPECT_EQ(KernelCache::default_root(), fs::path("/tmp/kiln-a"));
-  ::unsetenv("KILN_CACHE_DIR");
+  kiln_dir.set(nullptr);
   EXPECT_EQ(KernelCache::default_root(), fs::path("/tmp/xdg/kiln"));
-  ::unsetenv("XDG_CACHE_HOME");
-  ::setenv("HOME", "/tmp/home-of-someone", 1);
+  xdg.set(nullptr);
   EXPECT_EQ(KernelCache::default_root(), fs::path("/tmp/home-of-someone/.cache/kiln"));
 }
 
@@ -291,7 +282,7 @@ TEST(CppJitCache, UnwritableCacheDirectoryIsAClearError) {
 
 TEST(CppJitCache, MissingCompilerIsAClearError) {
   ScratchDir dir;
-  ::setenv("KILN_CXX", "/nonexistent/g++", 1);
+  kiln::testing::ScopedEnv no_compiler("KILN_CXX", "/nonexistent/g++");
   CppJit jit(dir.path());
   try {
     jit.compile(kSaxpySource);
@@ -299,7 +290,6 @@ TEST(CppJitCache, MissingCompilerIsAClearError) {
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.what(), "KILN_CXX=/nonexistent/g++")) << e.what();
   }
-  ::unsetenv("KILN_CXX");
 }
 
 }  // namespace

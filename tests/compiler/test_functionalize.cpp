@@ -2,6 +2,8 @@
 // in-place graph's.
 #include <gtest/gtest.h>
 
+#include "capture_checks.h"
+
 #include "compiler/aot/functionalize.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/graph/printer.h"
@@ -67,13 +69,7 @@ TEST(Functionalize, CapturedTrainStepRunsWithOnlyCopyBacksInPlace) {
   manual_seed(6);
   auto model = models::tutorial_cnn();
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    Tensor loss = cross_entropy(model->forward(x), y);
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    return loss;
-  });
+  auto step = kiln::testing::compile_train_step(model, opt);
   for (int i = 0; i < 2; ++i) step(randn({4, 3, 32, 32}), randint(0, 10, {4}));
   const Segment& s = *step.state().variants.back()->segments.at(0);
   int inplace = 0, copy_backs = 0;

@@ -1,6 +1,8 @@
 // The min-cut partitioner and saved-bytes accounting.
 #include <gtest/gtest.h>
 
+#include "capture_checks.h"
+
 #include "compiler/aot/partition.h"
 #include "compiler/aot/saved_bytes.h"
 #include "compiler/capture/compiled_state.h"
@@ -64,13 +66,7 @@ TEST(Partition, CapturedTrainStepSavesNoMoreThanEagerAutograd) {
   manual_seed(5);
   auto model = models::airbench(0.5);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    Tensor loss = cross_entropy(model->forward(x), y);
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    return loss;
-  });
+  auto step = kiln::testing::compile_train_step(model, opt);
   step(randn({4, 3, 32, 32}), randint(0, 10, {4}));
   const Graph& g = step.state().variants.at(0)->segments.at(0)->graph;
   int regions[3] = {0, 0, 0};

@@ -502,3 +502,30 @@ TEST(CliExplain, AirbenchTrainJsonIsOneObjectWithOneGraphPerStepAndNoBreak) {
   EXPECT_EQ(r.rc, 1) << show(r);
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << show(r);
 }
+
+
+// kiln bench models --json: one object per (model, mode, phase) with the
+// keys the issue names; compiled modes report a cold compile and a warm start
+// measured in a second process, eager reports neither.
+TEST(CliBenchModels, JsonHasOneObjectPerCaseWithCompileAndWarmSeconds) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("bench models --models tutorial --modes eager,default --phases eval --batch 4 --steps 1 --json",
+                       dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  std::vector<nlohmann::json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (const auto& j : lines) {
+    for (const char* key : {"model", "mode", "phase", "img_per_s", "compile_s", "warm_s"})
+      EXPECT_TRUE(j.contains(key)) << key << " in " << j.dump();
+    EXPECT_EQ(j["model"], "tutorial");
+    EXPECT_EQ(j["phase"], "eval");
+    EXPECT_GT(j["img_per_s"].get<double>(), 0.0) << j.dump();
+  }
+  EXPECT_EQ(lines[0]["mode"], "eager");
+  EXPECT_TRUE(lines[0]["compile_s"].is_null());
+  EXPECT_EQ(lines[1]["mode"], "default");
+  EXPECT_GT(lines[1]["compile_s"].get<double>(), 0.0);
+  EXPECT_GT(lines[1]["warm_s"].get<double>(), 0.0) << "the warm-start process ran";
+  expect_usage_error("bench models --modes fast", "unknown mode 'fast'", dir);
+}
+

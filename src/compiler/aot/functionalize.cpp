@@ -2,82 +2,11 @@
 
 #include <map>
 
+#include "compiler/graph/rebuilder.h"
 #include "compiler/graph/rewrite.h"
-#include "ops/meta_mode.h"
 
 namespace kiln::compiler {
 namespace {
-
-// Rebuilds a graph node by node into `out`, mapping old value ids to new.
-class Rebuilder {
- public:
-  Rebuilder(const Graph& in, Graph& out) : in_(in), out_(out), map_(in.values.size(), kNoValue) {
-    out_.name = in.name;
-    out_.scalar_inputs = in.scalar_inputs;
-  }
-
-  ValueId mapped(ValueId v) const { return v == kNoValue ? kNoValue : map_[v]; }
-  void set(ValueId old_id, ValueId new_id) { map_[old_id] = new_id; }
-
-  void copy_node(const Node& n) {
-    if (n.kind == NodeKind::Input) {
-      map_[n.outputs[0]] = out_.add_input(in_.type(n.outputs[0]));
-      return;
-    }
-    if (n.kind == NodeKind::Constant) {
-      map_[n.outputs[0]] = out_.add_constant(n.constant);
-      return;
-    }
-    std::vector<ValueId> ins;
-    for (ValueId v : n.inputs) ins.push_back(mapped(v));
-    std::vector<ValueType> types;
-    for (ValueId o : n.outputs) types.push_back(in_.type(o));
-    std::vector<ValueId> outs = out_.add_op(n.op, n.attrs, ins, types, n.attr_inputs);
-    finish(n);
-    for (size_t k = 0; k < outs.size(); ++k) map_[n.outputs[k]] = outs[k];
-  }
-
-  // An op on new-graph values; its type from the op's shape rule.
-  ValueId op(OpId id, std::vector<ValueId> ins, Attrs attrs = {}, std::vector<AttrInput> attr_inputs = {}) {
-    Tensors metas;
-    for (ValueId v : ins) {
-      if (v == kNoValue) {
-        metas.emplace_back();
-        continue;
-      }
-      metas.push_back(out_.type(v).meta());
-    }
-    Attrs run = attrs;
-    for (const AttrInput& ai : attr_inputs) run.set(ai.attr, out_.scalar_inputs[ai.scalar_index].example);
-    Tensors outs = meta_outputs(id, metas, run);
-    ValueType ty = ValueType::of(outs[0]);
-    uint64_t sym = 0;
-    bool rg = false;
-    for (ValueId v : ins)
-      if (v != kNoValue) {
-        sym |= out_.type(v).symbolic_dims;
-        rg = rg || out_.type(v).requires_grad;
-      }
-    ty.symbolic_dims = sym != 0 && !ty.shape.empty() ? (sym & ((uint64_t{1} << ty.shape.size()) - 1)) : 0;
-    ty.requires_grad = rg && is_floating(ty.dtype) && op_def(id).backward != nullptr;
-    ValueId r = out_.add_op(id, std::move(attrs), std::move(ins), {ty}, std::move(attr_inputs))[0];
-    finish(*current_);
-    return r;
-  }
-
-  void begin(const Node& n) { current_ = &n; }
-  const ValueType& type(ValueId new_id) const { return out_.type(new_id); }
-
- private:
-  void finish(const Node& n) {
-    out_.nodes.back().where = n.where;
-    out_.nodes.back().region = n.region;
-  }
-  const Graph& in_;
-  Graph& out_;
-  std::vector<ValueId> map_;
-  const Node* current_ = nullptr;
-};
 
 // The scalar attribute `name` of an in-place op as a 0-dim tensor value of
 // dtype `dt` (read from the same scalar input when it is one).

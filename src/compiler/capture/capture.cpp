@@ -640,14 +640,14 @@ class CaptureMode final : public DispatchMode {
     std::reverse(live.begin(), live.end());
     if (recording_) {
       g.outputs = live;
-      s.interpreter.reset();
+      s.reset_executables();
     } else {
       bool missing = false;
       for (ValueId v : live) missing = missing || std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end();
       if (missing) {
         for (ValueId v : live)
           if (std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end()) g.outputs.push_back(v);
-        s.interpreter.reset();
+        s.reset_executables();
       }
     }
     if (!s.interpreter) {
@@ -666,13 +666,17 @@ class CaptureMode final : public DispatchMode {
     {
       HideModeGuard below_capture(*this);
       // A backward captured into the graph needs no tape; a forward whose
-      // outputs need gradients gets the eager tape over the graph's ops.
+      // outputs need gradients runs its forward graph and attaches the
+      // backward graph split from it ahead of time (the eager tape over the
+      // graph's ops when the split is refused).
       bool grad = grad_enabled_ && needs_tape && !s.has_backward;
+      if (grad && !s.aot_tried) build_aot(s);
       NoGradGuard off;
-      set_grad_mode(grad);
+      set_grad_mode(grad && !s.aot);
       const auto start = st_.time_graph_runs ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      results = s.interpreter->run(TensorSpan(bound_.data(), g.inputs.size()),
-                                   std::span<const AttrValue>(scalars_.data(), g.scalar_inputs.size()));
+      TensorSpan ins(bound_.data(), g.inputs.size());
+      std::span<const AttrValue> scalars(scalars_.data(), g.scalar_inputs.size());
+      results = grad && s.aot ? s.aot->run(ins, scalars) : s.interpreter->run(ins, scalars);
       if (st_.time_graph_runs)
         st_.graph_run_ns +=
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
@@ -690,6 +694,21 @@ class CaptureMode final : public DispatchMode {
         p->output_nr = r.impl()->output_nr;
       }
     }
+  }
+
+  void build_aot(Segment& s) {
+    s.aot_tried = true;
+    std::optional<ForwardBackward> fb = split_forward_backward(s.executable, &s.aot_refused);
+    if (!fb) {
+      log_event(LogCategory::Aot, "'" + st_.options.name() + "' keeps the eager tape for its backward: " + s.aot_refused);
+      return;
+    }
+    log_event(LogCategory::Aot, "'" + st_.options.name() + "' split ahead of time: the backward keeps " +
+                                    std::to_string(fb->num_saved) + " values, " +
+                                    std::to_string(fb->partition.saved_bytes) + " bytes (eager autograd: " +
+                                    std::to_string(eager_saved_bytes(s.executable)) + ")\n" + print(fb->forward) +
+                                    print(fb->backward));
+    s.aot = std::make_unique<AotRunner>(std::move(*fb));
   }
 
   void next_segment() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/aot/compiled_backward.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/interpreter.h"
 #include "kiln/compile.h"
@@ -42,6 +43,19 @@ struct Segment {
   // op whose result was read, and the user's source location.
   std::string break_what, break_op, break_where;
   std::unique_ptr<GraphExecutable> interpreter;  // options.backend's; built on first run, rebuilt when outputs change
+  // A forward whose outputs need gradients and no captured backward: the
+  // forward and backward graphs split ahead of time (built on the first run
+  // with grad mode on); null when the split was refused (aot_refused says
+  // why) and the eager tape runs over the graph's ops instead.
+  std::unique_ptr<AotRunner> aot;
+  bool aot_tried = false;
+  std::string aot_refused;
+  void reset_executables() {
+    interpreter.reset();
+    aot.reset();
+    aot_tried = false;
+    aot_refused.clear();
+  }
 };
 
 struct Variant {

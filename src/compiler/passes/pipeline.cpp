@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "compiler/graph/printer.h"
+#include "compiler/log.h"
 #include "compiler/graph/verifier.h"
 #include "compiler/passes/constant_folding.h"
 #include "compiler/passes/copy_back_removal.h"
@@ -17,16 +18,8 @@ namespace kiln::compiler {
 bool dump_enabled(std::string_view what) {
   const char* env = std::getenv("KILN_DUMP");
   if (env == nullptr) return false;
-  std::string_view list(env);
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+  for (std::string_view item : comma_list(env))
     if (item == what) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
   return false;
 }
 

@@ -1,6 +1,7 @@
 #include "compiler/codegen/cpp/jit_compiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -21,8 +22,13 @@ namespace {
 // -fno-math-errno lets sqrtf and friends become single instructions.
 const std::vector<std::string> kBaseFlags = {"-O3", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-fno-math-errno"};
 
-// The ends of the command line after the source: Sleef for transcendental functions.
-const std::vector<std::string> kLinkFlags = {"-lsleef"};
+// The end of the command line, after the source. -z defs: a call of a
+// function that no library defines fails the link, naming it, instead of
+// producing a .so that dlopen(RTLD_NOW) rejects on every later start. Sleef
+// for transcendental functions, called by name (<sleef.h>: Sleef_expf16_u10)
+// or through the GNU vector ABI that math_prelude.h's `omp declare simd`
+// makes GCC emit (libsleefgnuabi: _ZGVeN16v_expf).
+const std::vector<std::string> kLinkFlags = {"-Wl,-z,defs", "-lsleef", "-lsleefgnuabi"};
 
 // Temporaries older than this are from dead compiles (a compile takes seconds).
 constexpr std::chrono::seconds kStaleTempAge{3600};
@@ -43,6 +49,8 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
+}  // namespace
+
 int compile_jobs() {
   if (const char* env = std::getenv("KILN_COMPILE_JOBS"); env && *env) {
     int n = std::atoi(env);
@@ -51,8 +59,6 @@ int compile_jobs() {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
-
-}  // namespace
 
 CppJit::CppJit(fs::path cache_root) : cache_(std::move(cache_root)) {}
 
@@ -126,7 +132,9 @@ std::shared_ptr<LoadedModule> CppJit::build(const std::string& key, const std::s
 
   ++compiles_;
   ++compiler_invocations_;
+  auto t0 = std::chrono::steady_clock::now();
   ProcessResult r = run_process(argv, unique_temp_path(cache_.dir(), key, ".log"));
+  compile_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   if (!r.ok()) {
     std::error_code ec;
     fs::remove(temp_so, ec);
@@ -227,6 +235,7 @@ JitStats CppJit::stats() const {
   s.disk_hits = disk_hits_;
   s.memory_hits = memory_hits_;
   s.corrupt_entries = corrupt_;
+  s.compile_seconds = static_cast<double>(compile_ns_.load()) * 1e-9;
   return s;
 }
 

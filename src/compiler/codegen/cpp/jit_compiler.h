@@ -10,7 +10,8 @@
 //   mod->symbol<Saxpy>("saxpy")(n, 2.f, x, y);
 //
 // Each source is one translation unit built with
-//   <compiler> -O3 -fopenmp -fPIC -shared -std=c++20 -fno-math-errno <ISA flags> <extra flags> -lsleef
+//   <compiler> -O3 -fopenmp -fPIC -shared -std=c++20 -fno-math-errno <ISA flags> <extra flags>
+//              -Wl,-z,defs -lsleef -lsleefgnuabi
 // so it may use OpenMP pragmas, <sleef.h> (Sleef_expf16_u10, ...) and, under
 // #if KILN_JIT_AVX512, AVX-512 intrinsics. Functions to call must be extern "C".
 //
@@ -48,6 +49,7 @@ struct JitStats {
   int64_t disk_hits = 0;             // loaded from an existing entry, no compile
   int64_t memory_hits = 0;           // already loaded by this CppJit, nothing done
   int64_t corrupt_entries = 0;       // entries that would not load: deleted and rebuilt
+  double compile_seconds = 0;        // wall time of the compiler processes, summed over compiles
 };
 
 class CppJit {
@@ -76,11 +78,13 @@ class CppJit {
   std::string cache_key(const std::string& source, const CompileOptions& options = {});
   std::vector<std::string> flags(const CompileOptions& options = {}) const;
 
+  // The compiler this JIT runs (found and identified on first use).
+  const CompilerIdentity& compiler();
+
   JitStats stats() const;
   const KernelCache& cache() const { return cache_; }
 
  private:
-  const CompilerIdentity& compiler();
   // The module for `key` if it is loaded or loads from disk; nullptr on a
   // miss (a corrupt entry is deleted and counts as a miss).
   std::shared_ptr<LoadedModule> find_loaded_or_on_disk(const std::string& key, const JitIsa& isa);
@@ -100,7 +104,11 @@ class CppJit {
   std::unordered_map<std::string, std::shared_future<std::shared_ptr<LoadedModule>>> in_flight_;
 
   std::atomic<int64_t> compiles_{0}, compiler_invocations_{0}, disk_hits_{0}, memory_hits_{0}, corrupt_{0};
+  std::atomic<int64_t> compile_ns_{0};
 };
+
+// How many compiles run at once: KILN_COMPILE_JOBS, else the hardware threads.
+int compile_jobs();
 
 // CppJit::global().compile / compile_many.
 std::shared_ptr<LoadedModule> compile_cpp(const std::string& source, const CompileOptions& options = {});

@@ -13,6 +13,14 @@
 
 namespace kiln::compiler::codegen {
 
+// dlsym's void* as the function pointer type the caller names.
+template <typename FnPtr>
+FnPtr function_pointer_cast(void* address) {
+  static_assert(std::is_pointer_v<FnPtr> && std::is_function_v<std::remove_pointer_t<FnPtr>>,
+                "symbol<F>: F must be a function pointer type");
+  return reinterpret_cast<FnPtr>(address);
+}
+
 class LoadedModule {
  public:
   // dlopen(RTLD_NOW | RTLD_LOCAL) of `so`; nullptr with `error` set when it
@@ -29,9 +37,7 @@ class LoadedModule {
   // symbol<void (*)(const float*, float*, int64_t)>("kernel_0")
   template <typename FnPtr>
   FnPtr symbol(const std::string& name) const {
-    static_assert(std::is_pointer_v<FnPtr> && std::is_function_v<std::remove_pointer_t<FnPtr>>,
-                  "symbol<F>: F must be a function pointer type");
-    return reinterpret_cast<FnPtr>(raw_symbol(name));
+    return function_pointer_cast<FnPtr>(raw_symbol(name));
   }
   bool has_symbol(const std::string& name) const;
 

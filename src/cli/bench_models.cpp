@@ -1,0 +1,221 @@
+// kiln bench models: images/s of whole zoo models, eager against compiled,
+// train steps and eval forwards, with each compiled mode's cold compile time
+// and its warm start (a second process on the warm kernel cache).
+//
+// A train step is the model's recipe (docs/training.md): SGD with its
+// momentum, nesterov and weight decay, cross entropy with its label
+// smoothing; an eval step is a forward under no_grad in eval mode. The
+// inputs are one batch of standard-normal images and uniform labels (the
+// same numbers every mode sees; kiln flushes denormals, so random inputs
+// time like real ones), made before timing: what is timed is the model, not
+// a data loader. Each case runs its first call (timed alone: the compile),
+// one warm-up call, then steps until about kTargetS seconds have passed.
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/json_line.h"
+#include "kiln/compile.h"
+#include "kiln/cuda.h"
+#include "kiln/kiln.h"
+#include "kiln/profile.h"
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kTargetS = 2.0;
+constexpr int kMinSteps = 3;
+constexpr int kMaxSteps = 200;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void wait_for(Device d) {
+  if (d.is_cuda()) cuda::synchronize(d.index);
+}
+
+struct CaseResult {
+  std::string model, mode, phase;
+  double img_per_s = 0;
+  double compile_s = -1;  // first call; -1: eager (nothing compiled)
+  double warm_s = -1;     // first call in a second process; -1: not measured
+  int steps = 0;
+};
+
+// One model, one mode, one phase: a callable step and the batch it runs on.
+struct Setup {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::SGD> opt;
+  std::function<void()> call;  // one step (compiled or not); returns after the device finished
+};
+
+Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
+                 const std::string& phase, Device dev) {
+  manual_seed(0);
+  Setup s;
+  s.model = models::create(name, name == "airbench" ? o.width : 1.0);
+  s.model->to(dev);
+  Tensor x = randn({o.batch, 3, 32, 32}).to(dev);
+  Tensor y = randint(0, 10, {o.batch}).to(dev);
+  CompileOptions co = CompileOptions().name(name + "_" + phase);
+  if (mode != "eager") co.mode(mode);
+  if (phase == "train") {
+    Recipe r = recipe_for(name);
+    s.model->train();
+    s.opt = std::make_unique<optim::SGD>(
+        s.model->parameters(),
+        optim::SGDOptions(r.lr).momentum(r.momentum).weight_decay(r.weight_decay).nesterov(r.nesterov));
+    auto step = [m = s.model.get(), opt = s.opt.get(), ls = r.label_smoothing](const Tensor& xb, const Tensor& yb) {
+      Tensor loss = cross_entropy(m->forward(xb), yb, ls);
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+      return loss;
+    };
+    if (mode == "eager") {
+      s.call = [step, x, y, dev] {
+        step(x, y);
+        wait_for(dev);
+      };
+    } else {
+      auto compiled = std::make_shared<Compiled<decltype(step)>>(compile(step, co));
+      s.call = [compiled, x, y, dev] {
+        (*compiled)(x, y);
+        wait_for(dev);
+      };
+    }
+  } else {
+    s.model->eval();
+    std::shared_ptr<nn::Module> m = s.model;
+    if (mode == "eager") {
+      s.call = [m, x, dev] {
+        NoGradGuard no_grad;
+        m->forward(x);
+        wait_for(dev);
+      };
+    } else {
+      auto compiled = std::make_shared<decltype(compile(m, co))>(compile(m, co));
+      s.call = [compiled, x, dev] {
+        NoGradGuard no_grad;
+        (*compiled)(x);
+        wait_for(dev);
+      };
+    }
+  }
+  return s;
+}
+
+// The first call of a compiled mode in a fresh process (this program run
+// again with --first-call-only): what a user waits for on a warm cache.
+double warm_start_seconds(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
+                          const std::string& phase) {
+  std::ostringstream cmd;
+  cmd << "/proc/" << getpid() << "/exe bench models --first-call-only --json --models " << name << " --modes "
+      << mode << " --phases " << phase << " --batch " << o.batch << " --width " << o.width << " --device "
+      << o.device << " 2>/dev/null";
+  FILE* p = popen(cmd.str().c_str(), "r");
+  if (p == nullptr) return -1;
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  if (pclose(p) != 0) return -1;
+  try {
+    return nlohmann::json::parse(out.substr(0, out.find('\n'))).value("compile_s", -1.0);
+  } catch (const nlohmann::json::exception&) {
+    return -1;
+  }
+}
+
+CaseResult run_case(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
+                    const std::string& phase, Device dev) {
+  CaseResult r{name, mode, phase};
+  Setup s = make_setup(o, name, mode, phase, dev);
+  auto t0 = Clock::now();
+  s.call();
+  if (mode != "eager") r.compile_s = seconds_since(t0);
+  if (o.first_call_only) return r;
+  s.call();  // warm-up: the first replay, the allocator's first reuse
+  int steps = 0;
+  t0 = Clock::now();
+  while (steps < kMaxSteps && (steps < kMinSteps || seconds_since(t0) < kTargetS) &&
+         (o.steps == 0 || steps < o.steps)) {
+    s.call();
+    ++steps;
+  }
+  double wall = seconds_since(t0);
+  r.steps = steps;
+  r.img_per_s = static_cast<double>(steps * o.batch) / wall;
+  if (mode != "eager" && !o.no_warm) r.warm_s = warm_start_seconds(o, name, mode, phase);
+  return r;
+}
+
+std::string fixed(double v, int decimals) {
+  if (v < 0) return "-";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(decimals) << v;
+  return s.str();
+}
+
+}  // namespace
+
+int run_bench_models(const BenchModelsOptions& o) {
+  Device dev = checked_device(o.device, "bench models");
+  for (const std::string& m : o.models) recipe_for(m);  // names checked before any work
+  // KILN_PROFILE=trace.json: a Chrome trace of every case and the per-op table.
+  std::unique_ptr<Profile> profile = o.first_call_only ? nullptr : Profile::from_env();
+  std::vector<CaseResult> results;
+  std::map<std::pair<std::string, std::string>, double> eager_rate;
+  if (!o.json && !o.first_call_only)
+    std::cout << "kiln bench models: " << dev.str() << ", batch " << o.batch << ", " << omp_get_max_threads()
+              << " thread(s)\n"
+              << "model      mode          phase   img/s      vs eager  compile s  warm s\n";
+  for (const std::string& name : o.models)
+    for (const std::string& phase : o.phases)
+      for (const std::string& mode : o.modes) {
+        CaseResult r = run_case(o, name, mode, phase, dev);
+        if (mode == "eager") eager_rate[{name, phase}] = r.img_per_s;
+        auto e = eager_rate.find({name, phase});
+        double vs = e != eager_rate.end() && e->second > 0 && !o.first_call_only ? r.img_per_s / e->second : -1;
+        if (o.json) {
+          JsonLine j;
+          j["model"] = r.model;
+          j["mode"] = r.mode;
+          j["phase"] = r.phase;
+          j["img_per_s"] = rounded(r.img_per_s, 1);
+          j["compile_s"] = r.compile_s < 0 ? JsonLine() : JsonLine(rounded(r.compile_s, 3));
+          j["warm_s"] = r.warm_s < 0 ? JsonLine() : JsonLine(rounded(r.warm_s, 3));
+          j["speedup_vs_eager"] = vs < 0 ? JsonLine() : JsonLine(rounded(vs, 3));
+          j["batch"] = o.batch;
+          j["steps"] = r.steps;
+          j["device"] = dev.str();
+          print_json_line(j);
+        } else if (!o.first_call_only) {
+          std::cout << std::left << std::setw(11) << name << std::setw(14) << mode << std::setw(8) << phase
+                    << std::setw(11) << fixed(r.img_per_s, 1) << std::setw(10)
+                    << (vs < 0 ? std::string("-") : fixed(vs, 2) + "x") << std::setw(11) << fixed(r.compile_s, 2)
+                    << fixed(r.warm_s, 2) << "\n"
+                    << std::flush;
+        }
+        results.push_back(r);
+      }
+  if (profile) {
+    profile->stop();
+    std::cerr << "kiln bench models: profile written to " << profile->trace_path() << "\n"
+              << profile->table_string();
+  }
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

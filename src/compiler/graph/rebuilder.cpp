@@ -1,0 +1,72 @@
+#include "compiler/graph/rebuilder.h"
+
+#include "ops/meta_mode.h"
+
+namespace kiln::compiler {
+
+Rebuilder::Rebuilder(const Graph& in, Graph& out) : in_(in), out_(out), map_(in.values.size(), kNoValue) {
+  out_.name = in.name;
+  out_.scalar_inputs = in.scalar_inputs;
+}
+
+void Rebuilder::copy_node(const Node& n) {
+  current_ = &n;
+  if (n.kind == NodeKind::Input) {
+    map_[n.outputs[0]] = out_.add_input(in_.type(n.outputs[0]));
+    return;
+  }
+  if (n.kind == NodeKind::Constant) {
+    map_[n.outputs[0]] = out_.add_constant(n.constant);
+    return;
+  }
+  std::vector<ValueId> ins;
+  for (ValueId v : n.inputs) ins.push_back(mapped(v));
+  std::vector<ValueType> types;
+  for (ValueId o : n.outputs) types.push_back(in_.type(o));
+  std::vector<ValueId> outs = out_.add_op(n.op, n.attrs, ins, types, n.attr_inputs);
+  finish();
+  for (size_t k = 0; k < outs.size(); ++k) map_[n.outputs[k]] = outs[k];
+}
+
+std::vector<ValueId> Rebuilder::ops(OpId id, std::vector<ValueId> ins, Attrs attrs,
+                                    std::vector<AttrInput> attr_inputs) {
+  Tensors metas;
+  uint64_t sym = 0;
+  bool rg = false;
+  for (ValueId v : ins) {
+    if (v == kNoValue) {
+      metas.emplace_back();
+      continue;
+    }
+    metas.push_back(out_.type(v).meta());
+    sym |= out_.type(v).symbolic_dims;
+    rg = rg || out_.type(v).requires_grad;
+  }
+  Attrs run = attrs;
+  for (const AttrInput& ai : attr_inputs) run.set(ai.attr, out_.scalar_inputs[ai.scalar_index].example);
+  Tensors outs = meta_outputs(id, metas, run);
+  std::vector<ValueType> types;
+  for (const Tensor& o : outs) {
+    ValueType ty = ValueType::of(o);
+    ty.symbolic_dims = sym != 0 && !ty.shape.empty() ? (sym & ((uint64_t{1} << ty.shape.size()) - 1)) : 0;
+    ty.requires_grad = rg && is_floating(ty.dtype) && op_def(id).backward != nullptr;
+    types.push_back(std::move(ty));
+  }
+  std::vector<ValueId> r = out_.add_op(id, std::move(attrs), std::move(ins), types, std::move(attr_inputs));
+  finish();
+  return r;
+}
+
+ValueId Rebuilder::constant(const Tensor& value) {
+  ValueId v = out_.add_constant(value);
+  finish();
+  return v;
+}
+
+void Rebuilder::finish() {
+  if (current_ == nullptr) return;
+  out_.nodes.back().where = current_->where;
+  out_.nodes.back().region = current_->region;
+}
+
+}  // namespace kiln::compiler

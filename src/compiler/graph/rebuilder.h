@@ -1,0 +1,48 @@
+// Rebuilding a graph node by node into a new one: the rewrite passes that
+// replace one node by several (functionalization, decomposition) copy the
+// nodes they keep and add new ops whose types come from the ops' shape rules.
+#pragma once
+#include <vector>
+
+#include "compiler/graph/graph.h"
+
+namespace kiln::compiler {
+
+class Rebuilder {
+ public:
+  // `out` starts empty; it gets `in`'s name and scalar inputs.
+  Rebuilder(const Graph& in, Graph& out);
+
+  ValueId mapped(ValueId v) const { return v == kNoValue ? kNoValue : map_[v]; }
+  void set(ValueId old_id, ValueId new_id) { map_[old_id] = new_id; }
+
+  // The node as it is (inputs renamed); marks it current.
+  void copy_node(const Node& n);
+  // The node later ops() and copy_node() calls inherit the source location
+  // and region of.
+  void begin(const Node& n) { current_ = &n; }
+
+  // An op on new-graph values with every output's type from the op's shape
+  // rule; a symbolic dim of an input stays symbolic in outputs of the same
+  // rank and requires_grad flows from inputs to floating outputs of
+  // differentiable ops.
+  std::vector<ValueId> ops(OpId id, std::vector<ValueId> ins, Attrs attrs = {},
+                           std::vector<AttrInput> attr_inputs = {});
+  // ops() for a single-output op.
+  ValueId op(OpId id, std::vector<ValueId> ins, Attrs attrs = {}, std::vector<AttrInput> attr_inputs = {}) {
+    return ops(id, std::move(ins), std::move(attrs), std::move(attr_inputs))[0];
+  }
+  // A constant node in the new graph.
+  ValueId constant(const Tensor& value);
+
+  const ValueType& type(ValueId new_id) const { return out_.type(new_id); }
+
+ private:
+  void finish();  // the last node takes the current node's location and region
+  const Graph& in_;
+  Graph& out_;
+  std::vector<ValueId> map_;
+  const Node* current_ = nullptr;
+};
+
+}  // namespace kiln::compiler
