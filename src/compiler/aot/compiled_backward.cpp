@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "compiler/aot/joint.h"
+#include "compiler/graph/interpreter.h"
 #include "compiler/graph/rebuilder.h"
 #include "compiler/graph/rewrite.h"
 #include "compiler/passes/pipeline.h"
@@ -80,7 +81,7 @@ std::optional<Graph> backward_graph(const JointGraph& j, const Partition& p) {
 // on what that call saved.
 class CompiledBackward final : public autograd::Node {
  public:
-  CompiledBackward(std::shared_ptr<const ForwardBackward> fb, std::shared_ptr<const Interpreter> bwd)
+  CompiledBackward(std::shared_ptr<const ForwardBackward> fb, std::shared_ptr<const GraphExecutable> bwd)
       : fb_(std::move(fb)), bwd_(std::move(bwd)) {}
 
   Tensors apply(TensorSpan grad_outputs) override {
@@ -112,7 +113,7 @@ class CompiledBackward final : public autograd::Node {
 
  private:
   std::shared_ptr<const ForwardBackward> fb_;
-  std::shared_ptr<const Interpreter> bwd_;
+  std::shared_ptr<const GraphExecutable> bwd_;
   bool released_ = false;
 };
 
@@ -141,9 +142,14 @@ std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::str
   return fb;
 }
 
-AotRunner::AotRunner(ForwardBackward fb) : fb_(std::make_shared<const ForwardBackward>(std::move(fb))) {
-  forward_ = std::make_shared<const Interpreter>(fb_->forward);
-  backward_ = std::make_shared<const Interpreter>(fb_->backward);
+AotRunner::AotRunner(ForwardBackward fb, const MakeExecutable& make)
+    : fb_(std::make_shared<const ForwardBackward>(std::move(fb))) {
+  auto build = [&make](const Graph& g) -> std::shared_ptr<const GraphExecutable> {
+    if (make) return make(g);
+    return std::make_shared<const Interpreter>(g);
+  };
+  forward_ = build(fb_->forward);
+  backward_ = build(fb_->backward);
 }
 
 Tensors AotRunner::run(TensorSpan inputs, std::span<const AttrValue> scalars) const {

@@ -5,8 +5,8 @@
 // and output gradients into input gradients; at run time the forward graph
 // runs without a tape and one autograd node runs the backward graph.
 //
-// Both graphs go through the default passes and run on the interpreter (the
-// code generators take them from here). What the backward holds between the
+// Both graphs go through the default passes and run on the backend's
+// executable (the interpreter, or generated kernels). What the backward holds between the
 // two runs is exactly the partition's saved values plus the inputs.
 #pragma once
 #include <memory>
@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "compiler/aot/partition.h"
+#include "compiler/graph/executable.h"
 #include "compiler/graph/graph.h"
-#include "compiler/graph/interpreter.h"
 
 namespace kiln::compiler {
 
@@ -41,14 +43,16 @@ std::optional<ForwardBackward> split_forward_backward(const Graph& forward, std:
 // the backward to the outputs that carry gradients.
 class AotRunner {
  public:
-  explicit AotRunner(ForwardBackward fb);
+  using MakeExecutable = std::function<std::unique_ptr<GraphExecutable>(const Graph&)>;
+  // `make` builds what runs each of the two graphs (default: the interpreter).
+  explicit AotRunner(ForwardBackward fb, const MakeExecutable& make = {});
   // The original forward's outputs.
   Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars) const;
   const ForwardBackward& graphs() const { return *fb_; }
 
  private:
   std::shared_ptr<const ForwardBackward> fb_;
-  std::shared_ptr<const Interpreter> forward_, backward_;
+  std::shared_ptr<const GraphExecutable> forward_, backward_;
 };
 
 }  // namespace kiln::compiler

@@ -708,7 +708,8 @@ class CaptureMode final : public DispatchMode {
                                     std::to_string(fb->partition.saved_bytes) + " bytes (eager autograd: " +
                                     std::to_string(eager_saved_bytes(s.executable)) + ")\n" + print(fb->forward) +
                                     print(fb->backward));
-    s.aot = std::make_unique<AotRunner>(std::move(*fb));
+    const std::string backend = st_.options.backend();
+    s.aot = std::make_unique<AotRunner>(std::move(*fb), [backend](const Graph& g) { return make_executable(g, backend); });
   }
 
   void next_segment() {

@@ -29,12 +29,20 @@ class TensorValues {
   }
 
  private:
+  // Storage, offset, dtype, sizes and strides as text. Appended piece by
+  // piece: GCC 12 warns falsely (-Wrestrict) on "x" + std::to_string(...).
   static std::string view_key(const Tensor& t) {
-    std::string k = std::to_string(reinterpret_cast<uintptr_t>(t.impl()->storage.get())) + "@" +
-                    std::to_string(t.offset()) + ":" + std::to_string(static_cast<int>(t.dtype()));
-    for (int64_t d : t.shape()) k += "," + std::to_string(d);
-    k += "/";
-    for (int64_t s : t.strides()) k += "," + std::to_string(s);
+    std::string k;
+    auto number = [&k](int64_t v, char sep) {
+      k += std::to_string(v);
+      k += sep;
+    };
+    number(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.impl()->storage.get())), '@');
+    number(t.offset(), ':');
+    number(static_cast<int64_t>(t.dtype()), '|');
+    for (int64_t d : t.shape()) number(d, ',');
+    k += '/';
+    for (int64_t s : t.strides()) number(s, ',');
     return k;
   }
   std::unordered_map<const TensorImpl*, ValueId> by_impl_;
