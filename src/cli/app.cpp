@@ -318,6 +318,10 @@ void add_bench(CLI::App& app, Invocation& inv) {
   models->add_flag("--no-warm", m.no_warm, "skip the warm start (a second process on the warm kernel cache)");
   models->add_flag("--first-call-only", m.first_call_only, "time only the first call (how the warm start is measured)")
       ->group("");
+  models->add_option("--backend", m.backend, "what the compiled modes run on: cpp (generated kernels, default) or "
+                                             "interpreter (the eager kernels op by op)")
+      ->check(one_of({"cpp", "interpreter"}, "backend"))
+      ->type_name("NAME");
   add_device(models, m.device, "where the models run");
 }
 

@@ -69,7 +69,7 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
   s.model->to(dev);
   Tensor x = randn({o.batch, 3, 32, 32}).to(dev);
   Tensor y = randint(0, 10, {o.batch}).to(dev);
-  CompileOptions co = CompileOptions().name(name + "_" + phase);
+  CompileOptions co = CompileOptions().name(name + "_" + phase).backend(o.backend);
   if (mode != "eager") co.mode(mode);
   if (phase == "train") {
     Recipe r = recipe_for(name);
@@ -124,7 +124,7 @@ double warm_start_seconds(const BenchModelsOptions& o, const std::string& name, 
   std::ostringstream cmd;
   cmd << "/proc/" << getpid() << "/exe bench models --first-call-only --json --models " << name << " --modes "
       << mode << " --phases " << phase << " --batch " << o.batch << " --width " << o.width << " --device "
-      << o.device << " 2>/dev/null";
+      << o.device << " --backend " << o.backend << " 2>/dev/null";
   FILE* p = popen(cmd.str().c_str(), "r");
   if (p == nullptr) return -1;
   std::string out;
@@ -179,7 +179,7 @@ int run_bench_models(const BenchModelsOptions& o) {
   std::map<std::pair<std::string, std::string>, double> eager_rate;
   if (!o.json && !o.first_call_only)
     std::cout << "kiln bench models: " << dev.str() << ", batch " << o.batch << ", " << omp_get_max_threads()
-              << " thread(s)\n"
+              << " thread(s), compiled modes on the " << o.backend << " backend\n"
               << "model      mode          phase   img/s      vs eager  compile s  warm s\n";
   for (const std::string& name : o.models)
     for (const std::string& phase : o.phases)
@@ -200,6 +200,7 @@ int run_bench_models(const BenchModelsOptions& o) {
           j["batch"] = o.batch;
           j["steps"] = r.steps;
           j["device"] = dev.str();
+          j["backend"] = r.mode == "eager" ? JsonLine() : JsonLine(o.backend);
           print_json_line(j);
         } else if (!o.first_call_only) {
           std::cout << std::left << std::setw(11) << name << std::setw(14) << mode << std::setw(8) << phase

@@ -40,6 +40,7 @@ struct BenchModelsOptions {
   bool no_warm = false;          // skip the warm-start process
   bool first_call_only = false;  // internal: the warm-start probe
   std::string device = "cpu";
+  std::string backend = "cpp";  // what compiled modes run on: cpp (generated kernels) | interpreter
 };
 
 struct ExplainCmdOptions {
