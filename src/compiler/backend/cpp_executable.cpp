@@ -8,6 +8,7 @@
 #include "compiler/codegen/cpp/render_c_like.h"
 #include "compiler/codegen/cpp/render_cpp.h"
 #include "compiler/lower/lower_graph.h"
+#include "kiln/profile.h"
 #include "compiler/lower/merge_loops.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/schedule/fuse_horizontal.h"
@@ -30,6 +31,7 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
     module_ = codegen::compile_cpp(source_);
     for (const lower::Kernel& k : program_.kernels) {
       functions_.push_back(module_->symbol<KernelFn>(codegen::kernel_symbol(k)));
+      kernel_names_.push_back(codegen::kernel_symbol(k));
       buffers_.push_back(codegen::kernel_buffers(k));
     }
   }
@@ -107,6 +109,7 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
             pointers.push_back(held.back().data_ptr());
           }
         }
+        ProfileRange timed(kernel_names_[k].c_str());  // a profile shows each generated kernel by name
         functions_[k](pointers.data(), sizes);
         break;
       }

@@ -50,6 +50,7 @@ class CppExecutable : public GraphExecutable {
   std::string source_;
   std::shared_ptr<codegen::LoadedModule> module_;
   std::vector<KernelFn> functions_;                 // per kernel
+  std::vector<std::string> kernel_names_;  // per kernel: its symbol, the profile range name
   std::vector<std::vector<ValueId>> buffers_;       // per kernel: its arguments
   std::vector<std::vector<ValueId>> free_after_;    // per step
 };
