@@ -8,11 +8,11 @@
 #include "compiler/codegen/cpp/render_c_like.h"
 #include "compiler/codegen/cpp/render_cpp.h"
 #include "compiler/lower/lower_graph.h"
-#include "kiln/profile.h"
 #include "compiler/lower/merge_loops.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
+#include "kiln/profile.h"
 
 namespace kiln::compiler {
 
