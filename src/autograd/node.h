@@ -81,6 +81,18 @@ void run_backward(const Tensors& roots, const Tensors& grads, bool retain_graph)
 // returns the previous hook.
 using BackwardHook = bool (*)(const Tensors& roots, const Tensors& grads, bool retain_graph);
 BackwardHook set_backward_hook(BackwardHook hook);
+// Sets the hook for a scope and puts the previous one back (nullptr: the
+// real engine, as a capture running an outer backward or a trace needs).
+class BackwardHookGuard {
+ public:
+  explicit BackwardHookGuard(BackwardHook hook) : prev_(set_backward_hook(hook)) {}
+  ~BackwardHookGuard() { set_backward_hook(prev_); }
+  BackwardHookGuard(const BackwardHookGuard&) = delete;
+  BackwardHookGuard& operator=(const BackwardHookGuard&) = delete;
+
+ private:
+  BackwardHook prev_;
+};
 
 // Backward passes started on this thread, and whether one is running now:
 // autocast steps aside while one runs (derivatives keep the forward's dtypes)

@@ -3,6 +3,7 @@
 // without growing them.
 #include <gtest/gtest.h>
 
+#include "capture_checks.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/graph/printer.h"
 #include "compiler/graph/verifier.h"
@@ -33,15 +34,7 @@ TEST(CapturedGraphs, TrainStepVerifiesAndSurvivesThePasses) {
   manual_seed(5);
   auto model = models::tutorial_cnn();
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(5e-4));
-  auto step = compile(
-      [&](const Tensor& x, const Tensor& y) {
-        Tensor loss = cross_entropy(model->forward(x), y);
-        opt.zero_grad();
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      CompileOptions().fullgraph(true).name("train_step"));
+  auto step = kiln::testing::compile_train_step(model, opt, CompileOptions().fullgraph(true).name("train_step"));
   for (int i = 0; i < 2; ++i) step(randn({4, 3, 32, 32}), randint(0, 10, {4}));
   check_graphs(step);
 }

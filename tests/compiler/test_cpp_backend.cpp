@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "capture_checks.h"
 #include "compiler/backend/cpp_executable.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/codegen/cpp/render_cpp.h"
@@ -305,15 +306,7 @@ std::pair<std::vector<double>, nn::TensorDict> train_three_steps(const std::stri
   manual_seed(12);
   auto model = models::create(model_name, model_name == "airbench" ? 0.25 : 1.0);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
-  auto step = compile(
-      [&](const Tensor& x, const Tensor& y) {
-        Tensor loss = cross_entropy(model->forward(x), y);
-        opt.zero_grad();
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      CompileOptions().fullgraph(true).backend(backend).name("train_step"));
+  auto step = kiln::testing::compile_train_step(model, opt, CompileOptions().fullgraph(true).backend(backend).name("train_step"));
   manual_seed(13);
   std::vector<double> losses;
   for (int i = 0; i < 3; ++i) losses.push_back(step(randn({8, 3, 32, 32}), randint(0, 10, {8})).item());

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "capture_checks.h"
-
 #include "compiler/aot/decompose.h"
 #include "compiler/aot/functionalize.h"
 #include "compiler/capture/compiled_state.h"

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include "capture_checks.h"
-
 #include "compiler/aot/partition.h"
 #include "compiler/aot/saved_bytes.h"
 #include "compiler/capture/compiled_state.h"

@@ -26,7 +26,7 @@ class TraceIntoGraph final : public DispatchMode {
     std::vector<ValueType> types;
     for (const Tensor& o : outs) {
       ValueType ty = ValueType::of(o);
-      ty.symbolic_dims = sym != 0 && !ty.shape.empty() ? (sym & ((uint64_t{1} << ty.shape.size()) - 1)) : 0;
+      ty.symbolic_dims = symbolic_dims_for(sym, ty.shape.size());
       ty.requires_grad = region == Node::Region::Forward && o.impl()->grad_fn != nullptr;
       types.push_back(std::move(ty));
     }
@@ -69,18 +69,6 @@ class GradSink final : public autograd::Node {
   Tensor grad;
 };
 
-// Restores the capture's backward hook (the trace runs the real engine).
-class NoBackwardHook {
- public:
-  NoBackwardHook() : prev_(autograd::set_backward_hook(nullptr)) {}
-  ~NoBackwardHook() { autograd::set_backward_hook(prev_); }
-  NoBackwardHook(const NoBackwardHook&) = delete;
-  NoBackwardHook& operator=(const NoBackwardHook&) = delete;
-
- private:
-  autograd::BackwardHook prev_;
-};
-
 // Grad mode on for the scope (the forward replay records the tape).
 class GradOn {
  public:
@@ -117,7 +105,7 @@ std::optional<JointGraph> build_joint(const Graph& fwd, std::string* why) {
   j.num_primals = fwd.inputs.size();
 
   FreshModeStack own;  // the trace sees only its own ops, wherever it runs
-  NoBackwardHook real_engine;
+  autograd::BackwardHookGuard real_engine(nullptr);  // the trace runs the real engine
   TraceIntoGraph trace(g);
   std::vector<Tensor> value(fwd.values.size());
   std::vector<std::shared_ptr<GradSink>> sinks(fwd.inputs.size());

@@ -608,14 +608,8 @@ class CaptureMode final : public DispatchMode {
     }
     revived_.clear();
     if (!outer_roots.empty()) {
-      autograd::BackwardHook prev = autograd::set_backward_hook(nullptr);
-      try {
-        autograd::run_backward(outer_roots, outer_grads, false);
-      } catch (...) {
-        autograd::set_backward_hook(prev);
-        throw;
-      }
-      autograd::set_backward_hook(prev);
+      autograd::BackwardHookGuard real_engine(nullptr);
+      autograd::run_backward(outer_roots, outer_grads, false);
     }
   }
 

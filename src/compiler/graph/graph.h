@@ -48,6 +48,12 @@ struct ValueType {
 std::string type_str(const ValueType& t);  // "f32[s0, 3, 32, 32]"
 const char* dtype_short_name(DType t);      // "f32", "i64", "bool"
 bool is_symbolic(const ValueType& t, size_t dim);
+// An op's output of `rank` dims keeps the symbolic dims of its inputs
+// (`inputs_symbolic`: their bits or-ed) that it has: how the passes that add
+// ops type their outputs.
+inline uint64_t symbolic_dims_for(uint64_t inputs_symbolic, size_t rank) {
+  return rank == 0 ? 0 : inputs_symbolic & ((uint64_t{1} << rank) - 1);
+}
 
 enum class NodeKind : uint8_t {
   Input,     // the graph's input number input_index

@@ -48,7 +48,7 @@ std::vector<ValueId> Rebuilder::ops(OpId id, std::vector<ValueId> ins, Attrs att
   std::vector<ValueType> types;
   for (const Tensor& o : outs) {
     ValueType ty = ValueType::of(o);
-    ty.symbolic_dims = sym != 0 && !ty.shape.empty() ? (sym & ((uint64_t{1} << ty.shape.size()) - 1)) : 0;
+    ty.symbolic_dims = symbolic_dims_for(sym, ty.shape.size());
     ty.requires_grad = rg && is_floating(ty.dtype) && op_def(id).backward != nullptr;
     types.push_back(std::move(ty));
   }
