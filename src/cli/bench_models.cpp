@@ -187,7 +187,6 @@ int run_bench_models(const BenchModelsOptions& o) {
   for (const std::string& m : o.models) recipe_for(m);  // names checked before any work
   // KILN_PROFILE=trace.json: a Chrome trace of every case and the per-op table.
   std::unique_ptr<Profile> profile = o.first_call_only ? nullptr : Profile::from_env();
-  std::vector<CaseResult> results;
   std::map<std::pair<std::string, std::string>, double> eager_rate;
   if (!o.json && !o.first_call_only)
     std::cout << "kiln bench models: " << dev.str() << ", batch " << o.batch << ", " << omp_get_max_threads()
@@ -221,7 +220,6 @@ int run_bench_models(const BenchModelsOptions& o) {
                     << fixed(r.warm_s, 2) << "\n"
                     << std::flush;
         }
-        results.push_back(r);
       }
   if (profile) {
     profile->stop();
