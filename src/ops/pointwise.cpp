@@ -8,12 +8,14 @@
 // Derivatives are written with the public ops and reduce broadcast
 // gradients with sum_to.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "core/cpu_features.h"
 #include "kiln/ops.h"
+#include "ops/cpu/copy.h"
 #include "ops/cpu/pointwise_f32.h"
 #include "ops/cpu/pointwise_util.h"
 #include "ops/families.h"
@@ -241,9 +243,53 @@ void with_compute_output(Tensor& out, DType cd, Body body) {
   cpu::copy_cast(y, out);
 }
 
+// bfloat16 rows through the float32 row kernels a chunk at a time, in
+// buffers on the stack: autocast's bfloat16 activations read and write 2
+// bytes per element, with no float32 copy of the tensor around the kernel.
+// `row(ins, out, m)` runs the float32 kernel on m contiguous floats; `ins`
+// are the inputs' chunks (a broadcast input is its one value repeated).
+constexpr int64_t kBf16Chunk = 256;
+template <int NIn, typename Row>
+void bf16_rows(Tensor& out, const std::array<const Tensor*, NIn>& ins, int64_t grain, Row row) {
+  cpu::for_each_row_tiled<NIn + 1>(
+      out, ins,
+      [&](char* const* p, const int64_t* s, int64_t n) {
+        alignas(64) float in_buf[NIn][kBf16Chunk];
+        alignas(64) float out_buf[kBf16Chunk];
+        const float* in_ptr[NIn];
+        for (int64_t i = 0; i < n; i += kBf16Chunk) {
+          const int64_t m = std::min(kBf16Chunk, n - i);
+          for (int k = 0; k < NIn; ++k) {
+            const char* src = p[k + 1] + i * s[k + 1];
+            if (s[k + 1] == 2) {
+              cpu::bf16_to_f32(reinterpret_cast<const uint16_t*>(src), in_buf[k], m);
+            } else {
+              for (int64_t j = 0; j < m; ++j) in_buf[k][j] = *reinterpret_cast<const BFloat16*>(src + j * s[k + 1]);
+            }
+            in_ptr[k] = in_buf[k];
+          }
+          row(in_ptr, out_buf, m);
+          if (s[0] == 2) {
+            cpu::f32_to_bf16(out_buf, reinterpret_cast<uint16_t*>(p[0] + i * 2), m);
+          } else {
+            for (int64_t j = 0; j < m; ++j) *reinterpret_cast<BFloat16*>(p[0] + (i + j) * s[0]) = BFloat16(out_buf[j]);
+          }
+        }
+      },
+      grain);
+}
+
 template <UnaryF32 Op, Dtypes D>
 void run_unary(const Tensor& x_in, Tensor& out, double p0 = 0, double p1 = 0) {
   DType cd = cpu::compute_dtype(out.dtype());
+  if (out.dtype() == DType::BFloat16 && x_in.dtype() == DType::BFloat16 && x_in.device().is_cpu()) {
+    const cpu::F32Kernels& k = cpu::f32_kernels();
+    const float fp0 = static_cast<float>(p0), fp1 = static_cast<float>(p1);
+    bf16_rows<1>(out, {&x_in}, kMathGrain, [&](const float* const* in, float* y, int64_t m) {
+      k.unary(Op, in[0], 1, y, m, fp0, fp1);
+    });
+    return;
+  }
   Tensor x = cpu::converted(x_in, cd);
   UnaryF<Op> f{p0, p1};
   constexpr bool cheap = Op == UnaryF32::Neg || Op == UnaryF32::Abs || Op == UnaryF32::Relu ||
@@ -273,6 +319,14 @@ void run_unary(const Tensor& x_in, Tensor& out, double p0 = 0, double p1 = 0) {
 template <BinaryF32 Op, Dtypes D>
 void run_binary(const Tensor& a_in, const Tensor& b_in, Tensor& out) {
   DType cd = cpu::compute_dtype(out.dtype());
+  if (out.dtype() == DType::BFloat16 && a_in.dtype() == DType::BFloat16 && b_in.dtype() == DType::BFloat16 &&
+      out.device().is_cpu()) {
+    const cpu::F32Kernels& k = cpu::f32_kernels();
+    bf16_rows<2>(out, {&a_in, &b_in}, kMathGrain, [&](const float* const* in, float* y, int64_t m) {
+      k.binary(Op, in[0], 1, in[1], 1, y, m);
+    });
+    return;
+  }
   Tensor a = cpu::converted(a_in, cd), b = cpu::converted(b_in, cd);
   BinaryOpF<Op> f;
   constexpr bool cheap = Op == BinaryF32::Add || Op == BinaryF32::Sub || Op == BinaryF32::Mul ||

@@ -20,6 +20,8 @@ inline D convert(S v) {
 // compiler vectorizes them (BFloat16's constructor, one element at a time
 // with a branch for NaN, does not), and split across threads. The same
 // rounding as BFloat16(float): to nearest even, NaN to the quiet NaN 0x7fc0.
+}  // namespace
+
 void f32_to_bf16(const float* s, uint16_t* d, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -34,6 +36,8 @@ void bf16_to_f32(const uint16_t* s, float* d, int64_t n) {
     std::memcpy(d + i, &u, 4);
   }
 }
+
+namespace {
 
 // True when it converted: both contiguous, one shape, float32 <-> bfloat16.
 bool copy_cast_bf16_contiguous(const Tensor& src, const Tensor& dst) {
