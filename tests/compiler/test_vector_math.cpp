@@ -154,6 +154,19 @@ TEST(VectorMath, GeneratedKernelsEqualEagerBitForBit) {
   }
 }
 
+// Broadcast values keep their sign: x * -0 is -0 for x > 0, eagerly and generated.
+TEST(VectorMath, BroadcastNegativeZeroKeepsItsSign) {
+  Tensor x = from_values(std::vector<float>(37, 1.5f), {37}), z = from_values({-0.0f}, {1});
+  GraphBuilder b;
+  b.output(b.op(OpId::mul, {b.input(x), b.input(z)}));
+  CppExecutable exe(b.g);
+  for (const Tensor& t : {exe.run(b.example_inputs)[0], b.eager.at(static_cast<size_t>(b.g.outputs[0]))}) {
+    Tensor c = t.contiguous();
+    const float* p = static_cast<const float*>(c.data_ptr());
+    for (int64_t i = 0; i < c.numel(); ++i) ASSERT_TRUE(p[i] == 0.0f && std::signbit(p[i])) << i << ": " << p[i];
+  }
+}
+
 // Fusion recomputes a producer inside each consumer: the recomputed value
 // and the eager one (max-pool's backward compares them) agree in every bit.
 TEST(VectorMath, FusedChainsEqualEagerOpByOpBitForBit) {

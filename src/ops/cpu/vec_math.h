@@ -43,7 +43,11 @@ vf Sleef_powf8_u10avx2(vf, vf);
 }
 
 // ---- lanes ----
-static inline vf set1(float x) { return vf{} + x; }
+static inline vf set1(float x) {  // (not vf{} + x: 0 + -0 is +0)
+  vf v;
+  for (int l = 0; l < kLanes; ++l) v[l] = x;
+  return v;
+}
 static inline vf add(vf a, vf b) { return a + b; }
 static inline vf sub(vf a, vf b) { return a - b; }
 static inline vf mul(vf a, vf b) { return a * b; }
