@@ -65,6 +65,7 @@ class VectorRenderer {
     }
     emit(1, "const int64_t s0 = sizes[0];");
     emit(1, "(void)s0;");
+    hoist_invariant_loads();
     choose_mode();
     if (mode_ == Mode::Outputs) render_outputs_mode();
     else render_reduced_mode();
@@ -87,7 +88,25 @@ class VectorRenderer {
   bool in_lanes_ = false;  // the scope being rendered is inside the vector loop
   std::unordered_map<const void*, Value> temps_;
   std::unordered_map<int, std::string> operands_;
+  std::unordered_map<int, std::string> hoisted_;  // loads no loop changes, read once before the loops
   int next_temp_ = 0;
+
+  // A load whose index no loop variable changes (a learning rate, a 0-dim
+  // number) is read once at the top: inside the loops the compiler would
+  // read it again on every iteration, not knowing the stores miss it.
+  void hoist_invariant_loads() {
+    for (size_t i = 0; i < k_.loads.size(); ++i) {
+      IndexExpr flat = k_.loads[i].flat();
+      bool invariant = true;
+      for (const Loop& l : k_.loops) invariant = invariant && !flat.uses(l.var);
+      for (const Loop& l : k_.reduce_loops) invariant = invariant && !flat.uses(l.var);
+      if (!invariant) continue;
+      std::string name = numbered("h", static_cast<int64_t>(i));
+      emit(1, "const kv::vf " + name + " = kv::set1(static_cast<float>(" + buffer_name(k_.loads[i].buffer) + "[" +
+                  flat.str() + "]));");
+      hoisted_.emplace(static_cast<int>(i), name);
+    }
+  }
 
   void emit(size_t indent, const std::string& line) { out_ += std::string(2 * indent, ' ') + line + "\n"; }
 
@@ -177,6 +196,7 @@ class VectorRenderer {
   // Name of operand i in the current scope (emitted once).
   std::string operand(size_t indent, int i, const std::vector<std::string>& accumulators) {
     if (i >= kAccumulatorBase && i < kIndexValueBase) return accumulators.at(static_cast<size_t>(i - kAccumulatorBase));
+    if (auto it = hoisted_.find(i); it != hoisted_.end()) return it->second;
     if (auto it = operands_.find(i); it != operands_.end()) return it->second;
     std::string text;
     if (i >= kIndexValueBase) {
@@ -317,12 +337,15 @@ class VectorRenderer {
     // it in a scope of its own where they are operands.
     auto saved_temps = temps_;
     auto saved_ops = operands_;
+    auto saved_hoisted = hoisted_;
     temps_.clear();
+    hoisted_.clear();
     operands_ = {{0, acc}, {1, value}};
     std::vector<Value> r = compute(indent, {f}, {});
     emit(indent, acc + " = " + as_float(r[0]) + ";");
     temps_ = std::move(saved_temps);
     operands_ = std::move(saved_ops);
+    hoisted_ = std::move(saved_hoisted);
   }
 
   // Lanes over the innermost output loop; reductions (if any) run their
