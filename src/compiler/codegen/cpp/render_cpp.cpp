@@ -165,14 +165,18 @@ class VectorRenderer {
   // A chunk loop over `l` by kLanes, with n_ active lanes.
   void open_lane_loop(size_t& indent, const Loop& l, const std::string& pragma) {
     if (!pragma.empty()) emit(indent, pragma);
-    std::string e = CLikeRenderer_c_index(l.extent);
+    std::string e = paren_index(l.extent);
     emit(indent++, "for (int64_t " + l.var + " = 0; " + l.var + " < " + e + "; " + l.var + " += kv::kLanes) {");
     emit(indent, "const long n_ = " + e + " - " + l.var + " < kv::kLanes ? " + e + " - " + l.var + " : kv::kLanes;");
   }
-  static std::string CLikeRenderer_c_index(const IndexExpr& e) { return "(" + e.str() + ")"; }
+  static std::string paren_index(const IndexExpr& e) {
+    std::string s = "(";  // built piecewise: GCC 12 warns falsely (-Wrestrict) about "(" + std::string
+    s += e.str();
+    return s + ")";
+  }
   void open_loop(size_t& indent, const Loop& l, const std::string& pragma) {
     if (!pragma.empty()) emit(indent, pragma);
-    emit(indent++, "for (int64_t " + l.var + " = 0; " + l.var + " < " + CLikeRenderer_c_index(l.extent) + "; ++" +
+    emit(indent++, "for (int64_t " + l.var + " = 0; " + l.var + " < " + paren_index(l.extent) + "; ++" +
                        l.var + ") {");
   }
   void close_to(size_t& indent, size_t to) {
@@ -348,19 +352,60 @@ class VectorRenderer {
     hoisted_ = std::move(saved_hoisted);
   }
 
+  // Welford's update with the lanes of `value`: per lane (each lane its own
+  // output, state arrays) or one after another in element order (the lanes
+  // are consecutive elements of one reduction).
+  void render_welford(size_t indent, const std::string& acc, const std::string& value, bool per_lane) {
+    const std::string at = per_lane ? "[l_]" : "";
+    emit(indent, "{");
+    emit(indent + 1, "const kv::vf x_ = " + value + ";");
+    if (per_lane) emit(indent + 1, "++" + acc + "_n;");
+    emit(indent + 1, std::string("for (int l_ = 0; l_ < ") + (per_lane ? "kv::kLanes" : "n_") + "; ++l_) {");
+    emit(indent + 2, "const double x = kv::lane(x_, l_);");
+    emit(indent + 2, "const double delta = x - " + acc + "_mean" + at + ";");
+    emit(indent + 2, acc + "_mean" + at + " += delta / static_cast<double>(" + (per_lane ? "" : "++") + acc + "_n);");
+    emit(indent + 2, acc + (per_lane ? "_m2[l_]" : "") + " += delta * (x - " + acc + "_mean" + at + ");");
+    emit(indent + 1, "}");
+    emit(indent, "}");
+  }
+
+  // Opens output loops [0, count) as one parallel iteration space when the
+  // kernel does enough work.
+  void open_parallel_loops(size_t& indent, size_t count) {
+    Parallel par = parallel_for(k_);
+    for (size_t d = 0; d < count; ++d) {
+      std::string pragma;
+      if (d == 0 && par.enabled)
+        pragma = "#pragma omp parallel for" +
+                 (count > 1 ? " collapse(" + std::to_string(count) + ")" : std::string()) + par.clause;
+      open_loop(indent, k_.loops[d], pragma);
+    }
+  }
+  // Declares the accumulators: a vector per sum, max and min (named with
+  // `vector_suffix`), Welford's M2, mean and count per lane or as one.
+  std::vector<std::string> declare_accumulators(size_t indent, bool welford_per_lane, const std::string& vector_suffix) {
+    std::vector<std::string> accs;
+    for (size_t j = 0; j < k_.reductions.size(); ++j) {
+      std::string acc = numbered("acc", static_cast<int64_t>(j));
+      if (k_.reductions[j].op != ReduceOp::Welford)
+        emit(indent, "kv::vf " + acc + vector_suffix + " = kv::set1(" + identity(k_.reductions[j].op) + ");");
+      else if (welford_per_lane)
+        emit(indent, "double " + acc + "_m2[kv::kLanes] = {}, " + acc + "_mean[kv::kLanes] = {};");
+      else
+        emit(indent, "double " + acc + " = 0.0, " + acc + "_mean = 0.0;");
+      if (k_.reductions[j].op == ReduceOp::Welford) emit(indent, "int64_t " + acc + "_n = 0;");
+      accs.push_back(acc);
+    }
+    return accs;
+  }
+
   // Lanes over the innermost output loop; reductions (if any) run their
   // reduced loops inside, one accumulator lane per output.
   void render_outputs_mode() {
     Parallel par = parallel_for(k_);
     size_t indent = 1;
     size_t n = k_.loops.size();
-    for (size_t d = 0; d + 1 < n; ++d) {
-      std::string pragma;
-      if (d == 0 && par.enabled)
-        pragma = "#pragma omp parallel for" + (n - 1 > 1 ? " collapse(" + std::to_string(n - 1) + ")" : std::string()) +
-                 par.clause;
-      open_loop(indent, k_.loops[d], pragma);
-    }
+    if (n > 1) open_parallel_loops(indent, n - 1);
     if (n > 0) {
       std::string pragma = n == 1 && par.enabled ? "#pragma omp parallel for" + par.clause : "";
       open_lane_loop(indent, k_.loops.back(), pragma);
@@ -373,16 +418,7 @@ class VectorRenderer {
     std::vector<std::string> accs;
     if (k_.is_reduction()) {
       size_t base = indent;
-      for (size_t j = 0; j < k_.reductions.size(); ++j) {
-        std::string acc = numbered("acc", static_cast<int64_t>(j));
-        if (k_.reductions[j].op == ReduceOp::Welford) {
-          emit(indent, "double " + acc + "_m2[kv::kLanes] = {}, " + acc + "_mean[kv::kLanes] = {};");
-          emit(indent, "int64_t " + acc + "_n = 0;");
-        } else {
-          emit(indent, "kv::vf " + acc + " = kv::set1(" + identity(k_.reductions[j].op) + ");");
-        }
-        accs.push_back(acc);
-      }
+      accs = declare_accumulators(indent, true, "");
       for (const Loop& l : k_.reduce_loops) open_loop(indent, l, "");
       new_scope();
       std::vector<ScalarExpr> values;
@@ -391,16 +427,7 @@ class VectorRenderer {
       for (size_t j = 0; j < k_.reductions.size(); ++j) {
         const std::string& acc = accs[j];
         if (k_.reductions[j].op == ReduceOp::Welford) {
-          emit(indent, "{");
-          emit(indent + 1, "const kv::vf x_ = " + as_float(v[j]) + ";");
-          emit(indent + 1, "++" + acc + "_n;");
-          emit(indent + 1, "for (int l_ = 0; l_ < kv::kLanes; ++l_) {");
-          emit(indent + 2, "const double x = kv::lane(x_, l_);");
-          emit(indent + 2, "const double delta = x - " + acc + "_mean[l_];");
-          emit(indent + 2, acc + "_mean[l_] += delta / static_cast<double>(" + acc + "_n);");
-          emit(indent + 2, acc + "_m2[l_] += delta * (x - " + acc + "_mean[l_]);");
-          emit(indent + 1, "}");
-          emit(indent, "}");
+          render_welford(indent, acc, as_float(v[j]), true);
           continue;
         }
         render_combine(indent, k_.reductions[j].op, acc, as_float(v[j]));
@@ -423,29 +450,11 @@ class VectorRenderer {
   // Lanes over the innermost reduced loop: output loops scalar (in parallel),
   // vector accumulators reduced across lanes after the loop.
   void render_reduced_mode() {
-    Parallel par = parallel_for(k_);
     size_t indent = 1;
-    size_t n = k_.loops.size();
-    for (size_t d = 0; d < n; ++d) {
-      std::string pragma;
-      if (d == 0 && par.enabled)
-        pragma = "#pragma omp parallel for" + (n > 1 ? " collapse(" + std::to_string(n) + ")" : std::string()) +
-                 par.clause;
-      open_loop(indent, k_.loops[d], pragma);
-    }
-    if (n == 0) emit(indent++, "{");
+    open_parallel_loops(indent, k_.loops.size());
+    if (k_.loops.empty()) emit(indent++, "{");
     size_t base = indent;
-    std::vector<std::string> accs;
-    for (size_t j = 0; j < k_.reductions.size(); ++j) {
-      std::string acc = numbered("acc", static_cast<int64_t>(j));
-      if (k_.reductions[j].op == ReduceOp::Welford) {
-        emit(indent, "double " + acc + " = 0.0, " + acc + "_mean = 0.0;");
-        emit(indent, "int64_t " + acc + "_n = 0;");
-      } else {
-        emit(indent, "kv::vf " + acc + "_v = kv::set1(" + identity(k_.reductions[j].op) + ");");
-      }
-      accs.push_back(acc);
-    }
+    std::vector<std::string> accs = declare_accumulators(indent, false, "_v");
     for (size_t d = 0; d + 1 < k_.reduce_loops.size(); ++d) open_loop(indent, k_.reduce_loops[d], "");
     open_lane_loop(indent, k_.reduce_loops.back(), "");
     in_lanes_ = true;
@@ -458,15 +467,7 @@ class VectorRenderer {
       const std::string& acc = accs[j];
       ReduceOp op = k_.reductions[j].op;
       if (op == ReduceOp::Welford) {
-        emit(indent, "{");
-        emit(indent + 1, "const kv::vf x_ = " + as_float(v[j]) + ";");
-        emit(indent + 1, "for (long l_ = 0; l_ < n_; ++l_) {");
-        emit(indent + 2, "const double x = kv::lane(x_, static_cast<int>(l_));");
-        emit(indent + 2, "const double delta = x - " + acc + "_mean;");
-        emit(indent + 2, acc + "_mean += delta / static_cast<double>(++" + acc + "_n);");
-        emit(indent + 2, acc + " += delta * (x - " + acc + "_mean);");
-        emit(indent + 1, "}");
-        emit(indent, "}");
+        render_welford(indent, acc, as_float(v[j]), false);
         continue;
       }
       if (!masked) {
