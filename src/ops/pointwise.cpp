@@ -184,6 +184,7 @@ struct UnaryF {
     else if constexpr (Op == UnaryF32::GeluTanh) return scalar::gelu(x, true);
     else if constexpr (Op == UnaryF32::Sigmoid) return scalar::sigmoid(x);
     else if constexpr (Op == UnaryF32::Tanh) return scalar::tanh(x);
+    else if constexpr (Op == UnaryF32::Erf) return scalar::erf(x);
     else return scalar::clamp(x, static_cast<T>(p0), static_cast<T>(p1));
   }
 };
@@ -248,17 +249,19 @@ void with_compute_output(Tensor& out, DType cd, Body body) {
 // bytes per element, with no float32 copy of the tensor around the kernel.
 // `row(ins, out, m)` runs the float32 kernel on m contiguous floats; `ins`
 // are the inputs' chunks (a broadcast input is its one value repeated).
-constexpr int64_t kBf16Chunk = 256;
+// Elements per stack buffer of a row gathered or converted for the vector
+// row kernels (bfloat16 rows here, strided float32 rows below).
+constexpr int64_t kRowChunk = 256;
 template <int NIn, typename Row>
 void bf16_rows(Tensor& out, const std::array<const Tensor*, NIn>& ins, int64_t grain, Row row) {
   cpu::for_each_row_tiled<NIn + 1>(
       out, ins,
       [&](char* const* p, const int64_t* s, int64_t n) {
-        alignas(64) float in_buf[NIn][kBf16Chunk];
-        alignas(64) float out_buf[kBf16Chunk];
+        alignas(64) float in_buf[NIn][kRowChunk];
+        alignas(64) float out_buf[kRowChunk];
         const float* in_ptr[NIn];
-        for (int64_t i = 0; i < n; i += kBf16Chunk) {
-          const int64_t m = std::min(kBf16Chunk, n - i);
+        for (int64_t i = 0; i < n; i += kRowChunk) {
+          const int64_t m = std::min(kRowChunk, n - i);
           for (int k = 0; k < NIn; ++k) {
             const char* src = p[k + 1] + i * s[k + 1];
             if (s[k + 1] == 2) {
@@ -304,9 +307,16 @@ void run_unary(const Tensor& x_in, Tensor& out, double p0 = 0, double p1 = 0) {
           [&](char* const* p, const int64_t* s, int64_t n) {
             if (cpu::f32_row_ok(s, 2)) {
               k.unary(Op, reinterpret_cast<const float*>(p[1]), s[1] / 4, reinterpret_cast<float*>(p[0]), n, fp0, fp1);
-            } else {
-              for (int64_t i = 0; i < n; ++i)
-                *reinterpret_cast<float*>(p[0] + i * s[0]) = f(*reinterpret_cast<const float*>(p[1] + i * s[1]));
+              return;
+            }
+            // Strided: gathered into contiguous chunks, so every float32
+            // value goes through the same vector math (bit for bit).
+            float xs[kRowChunk], ys[kRowChunk];
+            for (int64_t i0 = 0; i0 < n; i0 += kRowChunk) {
+              int64_t m = std::min(kRowChunk, n - i0);
+              for (int64_t i = 0; i < m; ++i) xs[i] = *reinterpret_cast<const float*>(p[1] + (i0 + i) * s[1]);
+              k.unary(Op, xs, 1, ys, m, fp0, fp1);
+              for (int64_t i = 0; i < m; ++i) *reinterpret_cast<float*>(p[0] + (i0 + i) * s[0]) = ys[i];
             }
           },
           grain);
@@ -341,10 +351,18 @@ void run_binary(const Tensor& a_in, const Tensor& b_in, Tensor& out) {
             if (cpu::f32_row_ok(s, 3)) {
               k.binary(Op, reinterpret_cast<const float*>(p[1]), s[1] / 4, reinterpret_cast<const float*>(p[2]),
                        s[2] / 4, reinterpret_cast<float*>(p[0]), n);
-            } else {
-              for (int64_t i = 0; i < n; ++i)
-                *reinterpret_cast<float*>(p[0] + i * s[0]) = f(*reinterpret_cast<const float*>(p[1] + i * s[1]),
-                                                               *reinterpret_cast<const float*>(p[2] + i * s[2]));
+              return;
+            }
+            // Strided: gathered into contiguous chunks (see run_unary).
+            float as[kRowChunk], bs[kRowChunk], ys[kRowChunk];
+            for (int64_t i0 = 0; i0 < n; i0 += kRowChunk) {
+              int64_t m = std::min(kRowChunk, n - i0);
+              for (int64_t i = 0; i < m; ++i) {
+                as[i] = *reinterpret_cast<const float*>(p[1] + (i0 + i) * s[1]);
+                bs[i] = *reinterpret_cast<const float*>(p[2] + (i0 + i) * s[2]);
+              }
+              k.binary(Op, as, 1, bs, 1, ys, m);
+              for (int64_t i = 0; i < m; ++i) *reinterpret_cast<float*>(p[0] + (i0 + i) * s[0]) = ys[i];
             }
           },
           grain);
@@ -367,16 +385,8 @@ void gelu_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (a.s("approximate") == "tanh") run_unary<UnaryF32::GeluTanh, Dtypes::FloatOnly>(in[0], out[0]);
   else run_unary<UnaryF32::GeluErf, Dtypes::FloatOnly>(in[0], out[0]);
 }
-// erf has no vectorized row (it is gelu's decomposition's primitive, rare
-// in eager code): the scalar loop for every float dtype.
 void erf_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  DType cd = cpu::compute_dtype(out[0].dtype());
-  Tensor x = cpu::converted(in[0], cd);
-  with_compute_output(out[0], cd, [&](const Tensor& y) {
-    cpu::visit_float_dtype(cd, [&]<typename T>() {
-      cpu::loop1<T, T>(y, x, [](T v) { return scalar::erf(v); }, kMathGrain);
-    });
-  });
+  run_unary<UnaryF32::Erf, Dtypes::FloatOnly>(in[0], out[0]);
 }
 void gelu_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (a.s("approximate") == "tanh")

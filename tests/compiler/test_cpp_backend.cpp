@@ -131,6 +131,22 @@ TEST(CppBackend, RecomputedValuesMatchBitForBit) {
   }
 }
 
+// A 0-dim number is read once before the loops (hoisted); the max and min
+// combining steps still see the accumulator and the value, not the number.
+TEST(CppBackend, ReductionsOfValuesWithAHoistedNumber) {
+  for (OpId op : {OpId::amax, OpId::amin, OpId::sum}) {
+    GraphBuilder b;
+    ValueId x = b.input(randn({6, 40})), s = b.input(scalar_tensor(0.25));
+    ValueId y = b.op(OpId::mul, {x, s});
+    b.output(b.op(op, {y}, dims_attrs({1}, false)));
+    b.output(b.op(op, {y}, dims_attrs({0}, false)));
+    CppExecutable exe(b.g);
+    EXPECT_NE(exe.source().find("const kv::vf h"), std::string::npos) << exe.source();
+    SCOPED_TRACE(op_name(op));
+    expect_matches_interpreter(b.g, b.example_inputs);
+  }
+}
+
 TEST(CppBackend, LargeSumsRunInParallelAndStayClose) {
   GraphBuilder b;
   ValueId x = b.input(randn({300, 257}));

@@ -34,6 +34,21 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
       functions_.push_back(module_->symbol<KernelFn>(codegen::kernel_symbol(k)));
       kernel_names_.push_back(codegen::kernel_symbol(k));
       buffers_.push_back(codegen::kernel_buffers(k));
+      std::vector<Argument> args;
+      for (ValueId v : buffers_.back()) {
+        Argument a;
+        a.value = v;
+        a.stored = std::any_of(k.stores.begin(), k.stores.end(), [&](const lower::Store& x) { return x.buffer == v; });
+        const ValueType& t = g.type(v);
+        a.shape = t.shape;
+        for (size_t d = 0; d < t.shape.size(); ++d)
+          if (is_symbolic(t, d)) a.symbolic_dims.push_back(d);
+        a.dtype = t.dtype;
+        a.device = t.device;
+        a.wrapped_number = t.wrapped_number;
+        args.push_back(std::move(a));
+      }
+      arguments_.push_back(std::move(args));
     }
   }
   // The last step reading each value; graph outputs live on.
@@ -89,25 +104,25 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
       }
       case Step::Kind::Kernel: {
         auto k = static_cast<size_t>(st.kernel);
-        const lower::Kernel& kernel = program_.kernels[k];
         std::vector<Tensor> held;  // contiguous copies live through the call
         std::vector<void*> pointers;
-        for (ValueId v : buffers_[k]) {
-          bool stored = std::any_of(kernel.stores.begin(), kernel.stores.end(),
-                                    [&](const lower::Store& x) { return x.buffer == v; });
-          if (stored) {
-            const ValueType& t = g_.type(v);
-            Shape shape = t.shape;
-            for (size_t d = 0; d < shape.size(); ++d)
-              if (is_symbolic(t, d)) shape[d] = s0;
-            Tensor out = Tensor::empty(shape, t.dtype, t.device);
-            if (t.wrapped_number) out.impl()->wrapped_number = true;
-            env[static_cast<size_t>(v)] = out;
+        pointers.reserve(arguments_[k].size());
+        for (const Argument& a : arguments_[k]) {
+          if (a.stored) {
+            Shape shape = a.shape;
+            for (size_t d : a.symbolic_dims) shape[d] = s0;
+            Tensor out = Tensor::empty(shape, a.dtype, a.device);
+            if (a.wrapped_number) out.impl()->wrapped_number = true;
             pointers.push_back(out.data_ptr());
+            env[static_cast<size_t>(a.value)] = std::move(out);
           } else {
-            const Tensor& in = tensor(v);
-            held.push_back(in.is_contiguous() ? in : in.contiguous());
-            pointers.push_back(held.back().data_ptr());
+            const Tensor& in = tensor(a.value);
+            if (in.is_contiguous()) {
+              pointers.push_back(in.data_ptr());
+            } else {
+              held.push_back(in.contiguous());
+              pointers.push_back(held.back().data_ptr());
+            }
           }
         }
         ProfileRange timed(kernel_names_[k].c_str());  // a profile shows each generated kernel by name

@@ -52,6 +52,18 @@ class CppExecutable : public GraphExecutable {
   std::vector<KernelFn> functions_;                 // per kernel
   std::vector<std::string> kernel_names_;  // per kernel: its symbol, the profile range name
   std::vector<std::vector<ValueId>> buffers_;       // per kernel: its arguments
+  // Per kernel argument, what run() needs, worked out once: a stored one's
+  // output type (its shape with symbolic dims to fill in with s0).
+  struct Argument {
+    ValueId value = kNoValue;
+    bool stored = false;
+    Shape shape;
+    std::vector<size_t> symbolic_dims;
+    DType dtype = DType::Float32;
+    Device device;
+    bool wrapped_number = false;
+  };
+  std::vector<std::vector<Argument>> arguments_;  // per kernel
   std::vector<std::vector<ValueId>> free_after_;    // per step
 };
 

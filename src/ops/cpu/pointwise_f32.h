@@ -3,7 +3,8 @@
 // A "row" is a run of n elements along the innermost dim (what for_each_row
 // hands a kernel). The output is contiguous; each input is contiguous
 // (stride 1, in elements) or a broadcast scalar (stride 0). The bodies live in
-// pointwise_f32_rows.h and are compiled twice: pointwise_f32.cpp (AVX2 + FMA,
+// pointwise_f32_rows.h (scalar_math.h's formulas on vec_math.h's vectors, the
+// math generated code runs too) and are compiled twice: pointwise_f32.cpp (AVX2 + FMA,
 // 8 floats) and pointwise_f32_avx512.cpp (16 floats); f32_kernels() picks one
 // with cpu_has_avx512().
 //
@@ -15,7 +16,7 @@
 namespace kiln::cpu {
 
 enum class UnaryF32 : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh,
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, GeluErf, GeluTanh, Sigmoid, Tanh, Erf,
   Clamp,  // p0 = lower bound, p1 = upper bound (+-inf when absent)
 };
 enum class BinaryF32 : uint8_t {

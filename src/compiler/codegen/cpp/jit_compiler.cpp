@@ -20,7 +20,10 @@ namespace {
 // Flags every module gets. No -ffast-math: compiled results must match eager
 // to 1e-4, and reductions that may reorder say so with `omp simd reduction`.
 // -fno-math-errno lets sqrtf and friends become single instructions.
-const std::vector<std::string> kBaseFlags = {"-O3", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-fno-math-errno"};
+// -ffp-contract=off: a * b + c stays two roundings, as in the eager float32
+// kernels (built with it too), so generated and eager results agree bit for bit.
+const std::vector<std::string> kBaseFlags = {"-O3",        "-fopenmp",        "-fPIC",          "-shared",
+                                             "-std=c++20", "-fno-math-errno", "-ffp-contract=off"};
 
 // The end of the command line, after the source. -z defs: a call of a
 // function that no library defines fails the link, naming it, instead of

@@ -1,5 +1,7 @@
 #include "compiler/codegen/cpp/math_prelude.h"
 
+#include "generated/vec_math_text.h"  // by CMake from src/ops/cpu/vec_math.h
+
 namespace kiln::compiler::codegen {
 
 const std::string& jit_math_prelude() {
@@ -45,6 +47,11 @@ static inline bool isnan(double x) { return __builtin_isnan(x); }
 #define NAN __builtin_nanf("")
 #define INFINITY __builtin_inff()
 )";
+  return text;
+}
+
+const std::string& jit_vector_prelude() {
+  static const std::string text = std::string("#include <cstdint>\nnamespace kv {\n") + kVecMathText + "}  // namespace kv\n";
   return text;
 }
 

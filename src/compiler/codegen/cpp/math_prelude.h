@@ -25,4 +25,9 @@ namespace kiln::compiler::codegen {
 
 const std::string& jit_math_prelude();
 
+// What the C++ backend's generated files start with: <cstdint> and the text
+// of src/ops/cpu/vec_math.h in namespace kv, the vector math the eager
+// float32 kernels run, so generated and eager results agree bit for bit.
+const std::string& jit_vector_prelude();
+
 }  // namespace kiln::compiler::codegen

@@ -1,19 +1,20 @@
 // C++ for a LoopProgram's kernels (docs/loop-ir.md, "C++"): one translation
 // unit per graph, one extern "C" function per kernel, for the JIT
-// (jit_compiler.h: g++ -O3 -fopenmp, no fast-math).
+// (jit_compiler.h: g++ -O3 -fopenmp -ffp-contract=off, no fast-math).
 //
-// The outermost output loops run in parallel with OpenMP when the kernel does
-// enough work (kParallelThreshold elements; a symbolic size decides at run
-// time through the pragma's if clause); a pointwise kernel's innermost loop
-// and a sum's innermost reduced loop are `omp simd` (sums with a vector
-// accumulator). Each function is preceded by a comment naming the graph
-// nodes it computes.
-//
-// Math functions are the scalar libm ones (expf, erff...), never SIMD
-// variants: fusion recomputes a producer in each consumer, and a mask such
-// as eq(gelu(x), amax(gelu(x))) is right only if every copy rounds alike,
-// whether its loop vectorized or not. (glibc's libmvec variants differ from
-// the scalar functions in the last bits.)
+// The code is explicit vector code over src/ops/cpu/vec_math.h (pasted at the
+// top of the file as namespace kv): one loop runs kv::kLanes iterations at a
+// time (16 on AVX-512, 8 on AVX2; the last chunk has n_ < kLanes active
+// lanes), every expression node is one kv:: call. Those are the calls the
+// eager float32 kernels make for the same formulas, so a value recomputed
+// in a fused kernel has the eager value's bits (max-pool's backward compares
+// them). The lanes run over a pointwise kernel's innermost output loop; a
+// reduction's innermost reduced loop (vector accumulators reduced across
+// lanes at the end) when its loads walk it contiguously, else its innermost
+// output loop. The outer output loops run in parallel with OpenMP when the
+// kernel does enough work (kParallelThreshold; a symbolic size decides at
+// run time through the pragma's if clause). Each function is preceded by a
+// comment naming the graph nodes it computes.
 #pragma once
 #include <cstdint>
 #include <string>
