@@ -7,24 +7,16 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <string_view>
 
 #include "kiln/error.h"
-#include "report/html_escape.h"
+#include "report/markup.h"
 
 namespace kiln::report {
 namespace {
 
-constexpr double kWidth = 760, kPlotLeft = 72, kPlotRight = 560, kPlotTop = 40, kLegendX = 576;
+constexpr double kMinWidth = 760, kPlotLeft = 72, kPlotRight = 560, kPlotTop = 40, kLegendX = 576;
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                     "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-
-// Appends each part to `out`. Markup is built this way rather than with
-// "literal" + std::string chains, on which GCC 12 reports a false -Wrestrict.
-template <typename... Parts>
-void put(std::string& out, const Parts&... parts) {
-  (out.append(std::string_view(parts)), ...);
-}
 
 const char* color(size_t i) { return kPalette[i % (sizeof kPalette / sizeof kPalette[0])]; }
 
@@ -58,22 +50,29 @@ struct Axis {
   }
 };
 
-void svg_open(std::string& s, const char* kind, const std::string& title, double height) {
-  const std::string t = html_escape(title), w = num(kWidth), h = num(height);
-  put(s, "<svg class=\"chart\" data-chart=\"", kind, "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"", w,
+// Wide enough for the longest legend label (about 7 px a character at 12 px).
+double chart_width(const std::vector<std::string>& labels) {
+  size_t longest = 0;
+  for (const std::string& l : labels) longest = std::max(longest, l.size());
+  return std::max(kMinWidth, kLegendX + 36 + 7 * static_cast<double>(longest));
+}
+
+void svg_open(std::string& s, const char* kind, const std::string& title, double width, double height) {
+  const std::string t = html_escape(title), w = num(width), h = num(height);
+  append(s, "<svg class=\"chart\" data-chart=\"", kind, "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"", w,
       "\" height=\"", h, "\" viewBox=\"0 0 ", w, " ", h, "\" role=\"img\" aria-label=\"", t, "\">\n<title>", t,
-      "</title>\n<text class=\"chart-title\" x=\"", num(kWidth / 2),
+      "</title>\n<text class=\"chart-title\" x=\"", num((kPlotLeft + kPlotRight) / 2),
       "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">", t, "</text>\n");
 }
 
 void text(std::string& s, const char* cls, double x, double y, const char* anchor, const char* size,
           const std::string& content) {
-  put(s, "<text class=\"", cls, "\" x=\"", num(x), "\" y=\"", num(y), "\" text-anchor=\"", anchor, "\" font-size=\"",
+  append(s, "<text class=\"", cls, "\" x=\"", num(x), "\" y=\"", num(y), "\" text-anchor=\"", anchor, "\" font-size=\"",
       size, "\">", html_escape(content), "</text>\n");
 }
 
 void line(std::string& s, const char* cls, double x1, double y1, double x2, double y2, const char* stroke) {
-  put(s, "<line class=\"", cls, "\" x1=\"", num(x1), "\" y1=\"", num(y1), "\" x2=\"", num(x2), "\" y2=\"", num(y2),
+  append(s, "<line class=\"", cls, "\" x1=\"", num(x1), "\" y1=\"", num(y1), "\" x2=\"", num(x2), "\" y2=\"", num(y2),
       "\" stroke=\"", stroke, "\"/>\n");
 }
 
@@ -84,7 +83,7 @@ void y_axis(std::string& s, const Axis& y, const std::string& label, double plot
     text(s, "tick", kPlotLeft - 6, y(v) + 4, "end", "11", tick_label(v, y.step()));
   }
   const std::string mid = num((kPlotTop + plot_bottom) / 2);
-  put(s, "<text class=\"axis-label\" x=\"16\" y=\"", mid,
+  append(s, "<text class=\"axis-label\" x=\"16\" y=\"", mid,
       "\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 16 ", mid, ")\">", html_escape(label),
       "</text>\n");
   line(s, "axis", kPlotLeft, kPlotTop, kPlotLeft, plot_bottom, "#333");
@@ -95,7 +94,7 @@ void y_axis(std::string& s, const Axis& y, const std::string& label, double plot
 void legend(std::string& s, const std::vector<std::string>& labels, const std::vector<bool>& dashed) {
   for (size_t i = 0; i < labels.size(); ++i) {
     const double y = kPlotTop + 8 + 20 * static_cast<double>(i);
-    put(s, "<line class=\"legend-swatch\" x1=\"", num(kLegendX), "\" y1=\"", num(y), "\" x2=\"", num(kLegendX + 22),
+    append(s, "<line class=\"legend-swatch\" x1=\"", num(kLegendX), "\" y1=\"", num(y), "\" x2=\"", num(kLegendX + 22),
         "\" y2=\"", num(y), "\" stroke=\"", color(i), "\" stroke-width=\"3\"",
         dashed[i] ? " stroke-dasharray=\"6 4\"" : "", "/>\n");
     text(s, "legend", kLegendX + 28, y + 4, "start", "12", labels[i]);
@@ -171,7 +170,7 @@ std::string line_chart_svg(const LineChart& c) {
   const Axis y{nice_ticks(yr.lo, yr.hi, 5), plot_bottom, kPlotTop};
 
   std::string s;
-  svg_open(s, "line", c.title, height);
+  svg_open(s, "line", c.title, chart_width(labels), height);
   y_axis(s, y, c.y_label, plot_bottom);
   for (double v : x.ticks) text(s, "tick", x(v), plot_bottom + 16, "middle", "11", tick_label(v, x.step()));
   text(s, "axis-label", (kPlotLeft + kPlotRight) / 2, plot_bottom + 36, "middle", "12", c.x_label);
@@ -186,13 +185,13 @@ std::string line_chart_svg(const LineChart& c) {
         continue;
       }
       const std::string px = num(x(ser.x[k])), py = num(y(ser.y[k]));
-      put(d, d.empty() ? "" : " ", pen_down ? "L" : "M", px, " ", py);
+      append(d, d.empty() ? "" : " ", pen_down ? "L" : "M", px, " ", py);
       pen_down = true;
       // A marker per point: a series of one point (or an isolated one) still shows.
-      put(dots, "<circle class=\"point\" cx=\"", px, "\" cy=\"", py, "\" r=\"3\" fill=\"", color(i), "\"/>\n");
+      append(dots, "<circle class=\"point\" cx=\"", px, "\" cy=\"", py, "\" r=\"3\" fill=\"", color(i), "\"/>\n");
     }
     if (d.empty()) continue;
-    put(s, "<path class=\"series\" data-series=\"", html_escape(ser.label), "\" d=\"", d,
+    append(s, "<path class=\"series\" data-series=\"", html_escape(ser.label), "\" d=\"", d,
         "\" fill=\"none\" stroke=\"", color(i), "\" stroke-width=\"2\"", ser.dashed ? " stroke-dasharray=\"6 4\"" : "",
         "/>\n", dots);
   }
@@ -224,7 +223,7 @@ std::string bar_chart_svg(const BarChart& c) {
   const double plot_bottom = height - 48;
   const Axis y{nice_ticks(yr.lo, yr.hi, 5), plot_bottom, kPlotTop};
   std::string s;
-  svg_open(s, "bar", c.title, height);
+  svg_open(s, "bar", c.title, chart_width(c.series), height);
   y_axis(s, y, c.y_label, plot_bottom);
 
   const double group_w = (kPlotRight - kPlotLeft) / static_cast<double>(c.groups.size());
@@ -236,13 +235,13 @@ std::string bar_chart_svg(const BarChart& c) {
       const double v = c.values[i][g];
       const double bx = left + bar_w * static_cast<double>(i);
       if (!std::isfinite(v)) {
-        put(s, "<text class=\"missing\" x=\"", num(bx + bar_w / 2), "\" y=\"", num(y(0) - 4),
+        append(s, "<text class=\"missing\" x=\"", num(bx + bar_w / 2), "\" y=\"", num(y(0) - 4),
             "\" text-anchor=\"middle\" font-size=\"10\" fill=\"#888\">n/a</text>\n");
         continue;
       }
       const double top = std::min(y(v), y(0)), h = std::abs(y(v) - y(0));
       const std::string value = tick_label(v, std::abs(v) >= 100 ? 1.0 : std::abs(v) >= 1 ? 0.1 : 0.001);
-      put(s, "<rect class=\"bar\" data-series=\"", html_escape(c.series[i]), "\" data-group=\"",
+      append(s, "<rect class=\"bar\" data-series=\"", html_escape(c.series[i]), "\" data-group=\"",
           html_escape(c.groups[g]), "\" data-value=\"", value, "\" x=\"", num(bx + 1), "\" y=\"", num(top),
           "\" width=\"", num(bar_w - 2), "\" height=\"", num(h), "\" fill=\"", color(i), "\"><title>",
           html_escape(c.series[i]), ", ", html_escape(c.groups[g]), ": ", value, "</title></rect>\n");

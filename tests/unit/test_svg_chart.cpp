@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "report/html_escape.h"
+#include "report/markup.h"
 #include "report/svg_chart.h"
 #include "testing/errors.h"
 

@@ -3,7 +3,7 @@
 #include "compiler/explain/html.h"
 
 #include "compiler/graph/dot.h"
-#include "report/html_escape.h"
+#include "report/markup.h"
 
 namespace kiln::compiler {
 namespace {

@@ -1,4 +1,4 @@
-#include "report/html_escape.h"
+#include "report/markup.h"
 
 namespace kiln::report {
 
