@@ -162,7 +162,14 @@ TrainingRun compiled_training_run(const TrainOptions& eager, const std::string& 
 // HOOK (layer fusion): runs k = 1..K, each kiln train with one layer of each
 // of the k most similar pairs frozen (kiln::fusion::freeze_similar, kiln
 // train --layer-fusion-topk k), appended after the k = 0 run. Not in this
-// build yet: returns none, and `note` says so on the page.
+// build yet: returns none, and `note` says so on the page. Once TrainOptions
+// has layer_fusion_topk, the body is
+//   for (int64_t k = 1; k <= o.layer_fusion_topk; ++k) {
+//     TrainOptions t = base;
+//     t.layer_fusion_topk = k;
+//     runs.push_back(run_training("k = " + std::to_string(k), t, data, progress));  // detail: the pairs
+//   }
+// and the note says what froze and when.
 std::vector<TrainingRun> layer_fusion_runs(const ReportOptions& o, const TrainOptions& base, const DataSets& data,
                                            const Progress& progress, std::string* note) {
   (void)base;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/report_page.h"
 #include "data/data_internal.h"
 #include "kiln/cuda.h"
 #include "testing/errors.h"
@@ -213,4 +214,56 @@ TEST(CliReport, ChecksModelsOutputAndDeviceBeforeMeasuring) {
   kiln::cli::ReportOptions o;
   o.models = {"vgg"};
   EXPECT_TRUE(kiln::testing::error_says([&] { kiln::cli::run_report(o); }, {"unknown model 'vgg'", "airbench"}));
+}
+
+// The page from made-up numbers: the sections that wait for other work (a
+// compiled training run, layer fusion k > 0, explain's fused kernels) draw
+// their data as soon as it is there, with no change to the page code.
+TEST(CliReport, PageDrawsEveryRunAndFusedKernelItIsGiven) {
+  using kiln::cli::EpochRecord;
+  using kiln::cli::TrainingRun;
+  kiln::cli::ModelReport m;
+  m.model = "airbench";
+  m.bench = {{"airbench", "eager", "train", 400, -1, -1, 10},
+             {"airbench", "default", "train", 480, 0.8, 0.05, 10},
+             {"airbench", "eager", "eval", 1300, -1, -1, 10},
+             {"airbench", "default", "eval", 1500, 0.25, 0.01, 10}};
+  auto run = [](const std::string& label, double acc0, double ips) {
+    TrainingRun r;
+    r.label = label;
+    r.epochs = {EpochRecord{1, 1.9, acc0, ips, 1000, 30}, EpochRecord{2, 1.5, acc0 + 0.1, ips, 1000, 30}};
+    r.train_img_per_s = ips;
+    r.test_acc = acc0 + 0.1;
+    return r;
+  };
+  m.training = {run("eager", 0.5, 400), run("compiled (default)", 0.5, 480)};
+  m.layer_fusion = {run("k = 0", 0.5, 400), run("k = 2", 0.48, 520)};
+  m.layer_fusion.back().detail = "conv3 ~ conv4 (0.91)";
+  m.explain = nlohmann::json::parse(R"({"graphs": [{"name": "airbench_train_step", "num_ops": 237, "has_backward": true}],
+      "ops": {"conv2d": 8, "add_": 30}, "graph_breaks": [], "variants": 1,
+      "saved_bytes_eager": 1000, "saved_bytes_partitioned": 800,
+      "fused_kernels": [{"graph": "airbench_train_step", "kernel": "k0", "ops": ["mul", "add", "relu"],
+                         "bytes_not_written": 4096}]})");
+  m.explain_what = "train step (batch 8)";
+  kiln::cli::ReportData d;
+  d.command = "kiln report --models airbench <test>";
+  d.models = {m};
+  const std::string html = kiln::cli::report_html(d);
+
+  EXPECT_EQ(html.find("<test>"), std::string::npos) << "the command line is escaped";
+  EXPECT_NE(html.find("&lt;test&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("not run"), std::string::npos) << "every run has data, so nothing is marked missing";
+  std::vector<Chart> charts = charts_in(html);
+  ASSERT_EQ(charts.size(), 6u);
+  EXPECT_EQ(count(charts[2].body, "<path class=\"series\""), 2) << "loss: eager and compiled";
+  EXPECT_EQ(count(charts[4].body, "<path class=\"series\""), 2) << "layer fusion accuracy: k = 0 and k = 2";
+  EXPECT_EQ(count(charts[5].body, "<rect class=\"bar\""), 2) << "layer fusion img/s: k = 0 and k = 2";
+  EXPECT_NE(html.find("<td class=\"num\">1.20x</td>"), std::string::npos) << "compiled train 480 / eager 400";
+  EXPECT_NE(html.find("data-value=\"480\""), std::string::npos);
+  // explain's fused kernels, one row each, one column per field.
+  EXPECT_NE(html.find("<th>bytes_not_written</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>mul, add, relu</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">4096</td>"), std::string::npos);
+  EXPECT_EQ(html.find("does not list fused kernels"), std::string::npos);
+  EXPECT_NE(html.find("conv3 ~ conv4 (0.91)"), std::string::npos);
 }
