@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -85,8 +86,11 @@ MachineInfo describe_machine(const std::string& device) {
   m.logical_cpus = std::thread::hardware_concurrency();
   m.threads = omp_get_max_threads();
   m.isa = cpu_isa_name(cpu_isa());
-  m.memory = proc_field("/proc/meminfo", "MemTotal");
-  if (m.memory.empty()) m.memory = "unknown";
+  // "24683664 kB" -> "23.5 GiB"
+  const std::string mem_kb = proc_field("/proc/meminfo", "MemTotal");
+  char mem[64] = "unknown";
+  if (!mem_kb.empty()) std::snprintf(mem, sizeof mem, "%.1f GiB", std::strtod(mem_kb.c_str(), nullptr) / (1 << 20));
+  m.memory = mem;
   utsname u{};
   m.os = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
   m.kiln_version = KILN_VERSION_STRING;

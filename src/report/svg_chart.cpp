@@ -167,7 +167,7 @@ std::string line_chart_svg(const LineChart& c) {
   const double height = chart_height(labels.size(), 320);
   const double plot_bottom = height - 48;
   const Axis x{nice_ticks(xr.lo, xr.hi, 6, c.integer_x), kPlotLeft, kPlotRight};
-  const Axis y{nice_ticks(yr.lo, yr.hi, 5), plot_bottom, kPlotTop};
+  const Axis y{nice_ticks(yr.lo, yr.hi, 6), plot_bottom, kPlotTop};
 
   std::string s;
   svg_open(s, "line", c.title, chart_width(labels), height);
@@ -221,7 +221,7 @@ std::string bar_chart_svg(const BarChart& c) {
 
   const double height = chart_height(c.series.size(), 300);
   const double plot_bottom = height - 48;
-  const Axis y{nice_ticks(yr.lo, yr.hi, 5), plot_bottom, kPlotTop};
+  const Axis y{nice_ticks(yr.lo, yr.hi, 6), plot_bottom, kPlotTop};
   std::string s;
   svg_open(s, "bar", c.title, chart_width(c.series), height);
   y_axis(s, y, c.y_label, plot_bottom);
