@@ -61,6 +61,12 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
+std::string width_text(double w) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", w);
+  return buf;
+}
+
 // --out is checked before anything is measured: a typo must not cost the run.
 void check_output_path(const std::string& out) {
   namespace fs = std::filesystem;
@@ -221,7 +227,7 @@ std::string command_line(const ReportOptions& o) {
   if (o.epochs > 0) append(s, " --epochs ", std::to_string(o.epochs));
   if (o.steps > 0) append(s, " --steps ", std::to_string(o.steps));
   if (o.quick) s += " --quick";
-  if (o.width != 1.0) append(s, " --width ", fixed(o.width, 3));
+  if (o.width != 1.0) append(s, " --width ", width_text(o.width));
   s += " --out " + o.out;
   return s;
 }
@@ -235,7 +241,7 @@ std::string settings_text(const ReportOptions& o, const Plan& plan) {
     s += " (whole epochs, the whole test set)";
   append(s, " per training run on ", o.data, ", each model with its recipe (docs/training.md)");
   if (std::find(o.models.begin(), o.models.end(), "airbench") != o.models.end())
-    append(s, "; airbench at width ", fixed(o.width, 3));
+    append(s, "; airbench at width ", width_text(o.width));
   return s;
 }
 

@@ -218,6 +218,7 @@ std::string bar_chart_svg(const BarChart& c) {
     }
   }
   KILN_CHECK(any, "bar chart '", c.title, "': no finite value to draw");
+  yr.add(yr.hi * 1.08);  // headroom for the value printed above the tallest bar
 
   const double height = chart_height(c.series.size(), 300);
   const double plot_bottom = height - 48;
