@@ -134,6 +134,7 @@ struct Invocation {
   BenchOpsOptions bench_ops;
   BenchModelsOptions bench_models;
   ExplainCmdOptions explain;
+  ReportOptions report;
   CacheCmdOptions cache;
   std::string help_topic;  // kiln help COMMAND
   CLI::App* help = nullptr;
@@ -144,6 +145,7 @@ struct Invocation {
   CLI::App* bench_ops_cmd = nullptr;
   CLI::App* bench_models_cmd = nullptr;
   CLI::App* explain_cmd = nullptr;
+  CLI::App* report_cmd = nullptr;
   CLI::App* cache_cmd = nullptr;
   CLI::Option* train_width = nullptr;
   CLI::Option* train_data_dir = nullptr;
@@ -359,6 +361,48 @@ void add_explain(CLI::App& app, Invocation& inv) {
   e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
 }
 
+void add_report(CLI::App& app, Invocation& inv) {
+  ReportOptions& o = inv.report;
+  CLI::App* r = app.add_subcommand(
+      "report", "measure eager against compiled, training curves and the compiled graphs of zoo models and write "
+                "them as one self-contained HTML page with SVG charts (docs/report.md)");
+  inv.report_cmd = r;
+  r->add_option("--models", o.models, "comma-separated: tutorial,resnet18,airbench (default: tutorial,airbench)")
+      ->delimiter(',')
+      ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
+      ->type_name("A,B,...");
+  r->add_option("--modes", o.modes, "compiled modes to measure beside eager: default,reduce-overhead,max-autotune "
+                                    "(default: eager,default)")
+      ->delimiter(',')
+      ->check(one_of({"eager", "default", "reduce-overhead", "max-autotune"}, "mode"))
+      ->type_name("A,B,...");
+  add_device(r, o.device, "where the models run");
+  r->add_option("--data", o.data, "what the training runs learn: cifar10|fashion-mnist")
+      ->check(one_of({"cifar10", "fashion-mnist"}, "data set"))
+      ->type_name("NAME")
+      ->default_str(o.data);
+  r->add_option("--data-dir", o.data_dir, std::string("with --data fashion-mnist: ") + fashion_mnist_help())
+      ->type_name("DIR");
+  add_integer<int64_t>(r, "--epochs", [&o](int64_t v) { o.epochs = v; }, 1, kMaxEpochs,
+                       "epochs per training run (default: 3 with --quick, else 4)");
+  add_integer<int64_t>(r, "--steps", [&o](int64_t v) { o.steps = v; }, 1, kInt64Max,
+                       "cap each training epoch at N steps, each evaluation at N test batches and each timed bench "
+                       "case at N steps (default: 70 training steps with --quick, else no cap)");
+  r->add_flag("--quick", o.quick, "a few hundred steps per training run (3 epochs of 70 steps): minutes, not hours");
+  add_number(
+       r, "--width", [&o](double v) { o.width = v; }, 0.0, false, kMaxWidth, "> 0 and <= 16",
+       "airbench's width multiplier (default 1)");
+  add_integer<int64_t>(r, "--layer-fusion-topk", [&o](int64_t v) { o.layer_fusion_topk = v; }, 0, 64,
+                       "K of the layer-fusion section: runs with k = 0..K similar layer pairs frozen")
+      ->default_str(std::to_string(o.layer_fusion_topk));
+  add_integer<int>(r, "--workers", [&o](int v) { o.workers = v; }, 0, kMaxWorkers, "data-loading threads")
+      ->default_str(std::to_string(o.workers));
+  r->add_option("--out", o.out, "the HTML file to write (atomically; its directory must exist)")
+      ->type_name("FILE")
+      ->default_str(o.out);
+  r->footer(kEnvironmentHelp);
+}
+
 void add_cache(CLI::App& app, Invocation& inv) {
   CLI::App* c = app.add_subcommand(
       "cache", "show (--info, the default) or empty (--clear) the compiled-kernel cache (docs/kernel-cache.md)");
@@ -376,10 +420,11 @@ void build(CLI::App& app, Invocation& inv) {
   add_data(app, inv);
   add_bench(app, inv);
   add_explain(app, inv);
+  add_report(app, inv);
   add_cache(app, inv);
   inv.help = app.add_subcommand("help", "print this text, or with a COMMAND that command's options");
-  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain|cache")
-      ->check(one_of({"demo", "train", "data", "bench", "explain", "cache"}, "command"))
+  inv.help->add_option("command", inv.help_topic, "demo|train|data|bench|explain|report|cache")
+      ->check(one_of({"demo", "train", "data", "bench", "explain", "report", "cache"}, "command"))
       ->type_name("COMMAND");
   app.footer(std::string("Run 'kiln COMMAND --help' for a command's options.\n") + kEnvironmentHelp);
 }
@@ -445,6 +490,7 @@ int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
   if (inv.bench_models_cmd->parsed()) return run_bench_models(inv.bench_models);
   if (inv.explain_cmd->parsed()) return run_explain(inv.explain);
+  if (inv.report_cmd->parsed()) return run_report(inv.report);
   if (inv.cache_cmd->parsed()) return run_cache(inv.cache);
   KILN_ASSERT(false, "the parse chose no command");
 }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_models.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/json_line.h"
@@ -47,14 +48,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 void wait_for(Device d) {
   if (d.is_cuda()) cuda::synchronize(d.index);
 }
-
-struct CaseResult {
-  std::string model, mode, phase;
-  double img_per_s = 0;
-  double compile_s = -1;  // first call; -1: eager (nothing compiled)
-  double warm_s = -1;     // first call in a second process; -1: not measured
-  int steps = 0;
-};
 
 // One model, one mode, one phase: a callable step and the batch it runs on.
 struct Setup {
@@ -140,9 +133,11 @@ double warm_start_seconds(const BenchModelsOptions& o, const std::string& name, 
   }
 }
 
-CaseResult run_case(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
-                    const std::string& phase, Device dev) {
-  CaseResult r{name, mode, phase};
+}  // namespace
+
+ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
+                                  const std::string& phase, Device dev) {
+  ModelBenchCase r{name, mode, phase};
   // The warm-start probe first runs one eager step, as the parent process
   // did before its compiled modes: oneDNN builds its primitives and the
   // allocator fills on first use, which is neither compiling nor the cache.
@@ -172,6 +167,8 @@ CaseResult run_case(const BenchModelsOptions& o, const std::string& name, const 
   return r;
 }
 
+namespace {
+
 std::string fixed(double v, int decimals) {
   if (v < 0) return "-";
   std::ostringstream s;
@@ -194,7 +191,7 @@ int run_bench_models(const BenchModelsOptions& o) {
   for (const std::string& name : o.models)
     for (const std::string& phase : o.phases)
       for (const std::string& mode : o.modes) {
-        CaseResult r = run_case(o, name, mode, phase, dev);
+        ModelBenchCase r = measure_model_case(o, name, mode, phase, dev);
         if (mode == "eager") eager_rate[{name, phase}] = r.img_per_s;
         auto e = eager_rate.find({name, phase});
         double vs = e != eager_rate.end() && e->second > 0 && !o.first_call_only ? r.img_per_s / e->second : -1;

@@ -8,6 +8,10 @@
 #include "cli/train.h"
 #include "kiln/device.h"
 
+namespace kiln {
+struct ExplainReport;  // kiln/explain.h
+}
+
 namespace kiln::cli {
 
 struct DemoOptions {
@@ -52,6 +56,21 @@ struct ExplainCmdOptions {
   bool dynamic = false;
 };
 
+struct ReportOptions {
+  std::vector<std::string> models = {"tutorial", "airbench"};
+  std::vector<std::string> modes = {"eager", "default"};  // the bench section's modes (eager is always first)
+  std::string device = "cpu";
+  std::string data = "cifar10";  // cifar10 | fashion-mnist: what the training runs learn
+  std::string data_dir;          // Fashion-MNIST's directory (as kiln train --data-dir)
+  int64_t epochs = 0;   // 0: 3 with --quick, else 4
+  int64_t steps = 0;    // > 0: training steps per epoch (and eval batches, timed bench steps); 0: --quick's 70 or all
+  bool quick = false;   // a few hundred steps per run: the whole report in minutes
+  double width = 1.0;   // airbench's
+  int64_t layer_fusion_topk = 2;  // the layer-fusion section's K (runs k = 0..K)
+  int workers = 2;
+  std::string out = "report.html";
+};
+
 struct CacheCmdOptions {
   bool info = false;   // the default anyway
   bool clear = false;
@@ -70,8 +89,13 @@ int run_data_get(const DataOptions& o);
 int run_bench_ops(const BenchOpsOptions& o);
 // kiln bench models: images/s of the zoo models, eager and compiled, with compile and warm-start times.
 int run_bench_models(const BenchModelsOptions& o);
+// kiln report: eager against compiled, training curves, layer fusion, the compiled graphs,
+// the machine, as one self-contained HTML page (docs/report.md).
+int run_report(const ReportOptions& o);
 // kiln explain --model ...: what kiln::compile makes of a zoo model (docs/explain.md).
 int run_explain(const ExplainCmdOptions& o);
+// What kiln explain reports for o (the report without the printing; kiln report's graph section).
+ExplainReport explain_model(const ExplainCmdOptions& o);
 // The device a --device NAME names, checked: a CUDA device must be usable
 // (else kiln::Error naming `command`, the reason, and --device cpu).
 Device checked_device(const std::string& name, const char* command);

@@ -45,6 +45,13 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
 
 }  // namespace
 
+ExplainReport explain_model(const ExplainCmdOptions& o) {
+  manual_seed(0);
+  ExplainOptions eo;
+  eo.compile(CompileOptions().dynamic(o.dynamic).name(o.model + (o.train ? "_train_step" : "_forward")));
+  return o.train ? explain_train_step(o, eo) : explain_forward(o, eo);
+}
+
 int run_explain(const ExplainCmdOptions& o) {
   if (!o.html.empty()) {
     // Checked before compiling, as train checks its output paths before training.
@@ -52,11 +59,8 @@ int run_explain(const ExplainCmdOptions& o) {
     KILN_CHECK(dir.empty() || std::filesystem::is_directory(dir), "explain --html ", o.html, ": the directory ",
                dir.string(), " does not exist; create it or write the page elsewhere");
   }
-  manual_seed(0);
   const std::string what = o.train ? "train step" : "eval forward";
-  ExplainOptions eo;
-  eo.compile(CompileOptions().dynamic(o.dynamic).name(o.model + (o.train ? "_train_step" : "_forward")));
-  ExplainReport report = o.train ? explain_train_step(o, eo) : explain_forward(o, eo);
+  ExplainReport report = explain_model(o);
   const std::string title = o.model + ", " + what + ", batch " + std::to_string(o.batch);
   if (!o.html.empty()) compiler::write_explain_html(report, title, o.html);
 

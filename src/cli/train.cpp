@@ -240,8 +240,8 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                " epochs; ask for more with --epochs");
   }
 
-  bool tty = !o.json && isatty(fileno(stderr));
-  if (!o.json)
+  bool tty = !o.json && !o.quiet && isatty(fileno(stderr));
+  if (!o.json && !o.quiet)
     std::printf("training %s%s on %s: %lld train / %lld test images, batch %lld, %s lr %g, %lld epochs%s\n",
                 o.model.c_str(), o.model == "airbench" ? (" (width " + std::to_string(o.width) + ")").c_str() : "",
                 train_set.source.c_str(), static_cast<long long>(train_set.size()),
@@ -286,12 +286,14 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     eval_time_img = ev.img_per_s;
     double ips = static_cast<double>(epoch_images) / secs;
     double mean_loss = step ? loss_sum / static_cast<double>(step) : 0.0;
-    if (o.json)
+    result.epochs.push_back({epoch + 1, mean_loss, ev.acc, ips, ev.img_per_s, secs});
+    if (o.on_epoch) o.on_epoch(result.epochs.back());
+    if (o.json && !o.quiet)
       print_json_line({{"epoch", epoch + 1},
                        {"train_loss", rounded(mean_loss, 6)},
                        {"test_acc", rounded(ev.acc, 6)},
                        {"train_img_per_s", rounded(ips, 2)}});
-    else
+    else if (!o.quiet)
       std::printf("epoch %lld/%lld  loss %.4f  test acc %.2f%%  %.0f img/s train  %.0f img/s eval  (%.1f s)\n",
                   static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), mean_loss, 100 * ev.acc, ips,
                   ev.img_per_s, secs);
@@ -307,11 +309,11 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   }
   result.wall_s = seconds_since(wall0);
   result.first_step_s = train_step.first_train_call_s();
-  if (train_step.compiled() && !o.json) std::printf("%s\n", train_step.summary().c_str());
-  if (scaler.is_enabled() && !o.json)
+  if (train_step.compiled() && !o.json && !o.quiet) std::printf("%s\n", train_step.summary().c_str());
+  if (scaler.is_enabled() && !o.json && !o.quiet)
     std::printf("grad scaler: %lld steps skipped on inf/NaN gradients, final scale %g\n",
                 static_cast<long long>(scaler.skipped_steps()), scaler.get_scale());
-  if (device.is_cuda() && !o.json) {
+  if (device.is_cuda() && !o.json && !o.quiet) {
     cuda::AllocatorStats st = cuda::allocator_stats(device.index);
     std::printf("cuda allocator: %llu cudaMalloc / %llu cudaFree calls (%llu / %llu after the first epoch), "
                 "%llu of %llu allocations served from the cache, peak %.1f MiB, %.1f MiB reserved\n",
@@ -366,6 +368,23 @@ void load_fashion_mnist(const std::string& explicit_dir, data::ImageDataset& tra
   test_set = data::load_fashion_mnist(dir, false);
 }
 
+void load_data_sets(const std::string& name, const std::string& data_dir, const char* command,
+                    data::ImageDataset& train_set, data::ImageDataset& test_set) {
+  if (name == "cifar10") {
+    std::string why;
+    auto dir = find_cifar10(&why);
+    KILN_CHECK(dir.has_value(), command, ": CIFAR-10 not found: ", why,
+               "\nimport it once with `kiln data import cifar10 ARCHIVE` (or set KILN_CIFAR10_ARCHIVE), "
+               "or use --data fashion-mnist");
+    train_set = data::load_cifar10_binary(*dir, true);
+    test_set = data::load_cifar10_binary(*dir, false);
+  } else if (name == "fashion-mnist") {
+    load_fashion_mnist(data_dir, train_set, test_set);
+  } else {
+    KILN_FAIL(command, ": unknown data set '", name, "'; use --data cifar10 or --data fashion-mnist");
+  }
+}
+
 Device checked_device(const std::string& name, const char* command) {
   Device d = Device::parse(name);
   if (d.is_cuda())
@@ -385,19 +404,7 @@ int run_train(const TrainOptions& o) {
   check_output_path(o.profile.empty() ? "KILN_PROFILE" : "--profile", trace);
 
   data::ImageDataset train_set, test_set;
-  if (o.data == "cifar10") {
-    std::string why;
-    auto dir = find_cifar10(&why);
-    KILN_CHECK(dir.has_value(), "train: CIFAR-10 not found: ", why,
-               "\nimport it once with `kiln data import cifar10 ARCHIVE` (or set KILN_CIFAR10_ARCHIVE), "
-               "or use --data fashion-mnist");
-    train_set = data::load_cifar10_binary(*dir, true);
-    test_set = data::load_cifar10_binary(*dir, false);
-  } else if (o.data == "fashion-mnist") {
-    load_fashion_mnist(o.data_dir, train_set, test_set);
-  } else {
-    KILN_FAIL("train: unknown data set '", o.data, "'; use --data cifar10 or --data fashion-mnist");
-  }
+  load_data_sets(o.data, o.data_dir, "train", train_set, test_set);
   // Profiles the training and evaluation, not the data loading above.
   std::optional<Profile> profile;
   if (!trace.empty()) profile.emplace(trace);

@@ -2,13 +2,21 @@
 // a data set, a recipe (docs/training.md), progress, evaluation, checkpoints.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/train_step.h"
 #include "kiln/data.h"
 
 namespace kiln::cli {
+
+// One finished epoch: what `kiln train --json` prints per epoch (kiln report draws them).
+struct EpochRecord {
+  int64_t epoch = 0;  // 1-based
+  double train_loss = 0, test_acc = 0, train_img_per_s = 0, eval_img_per_s = 0, train_s = 0;
+};
 
 struct TrainOptions {
   std::string model = "tutorial";
@@ -28,6 +36,8 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
   std::string autocast;        // "" (float32) | bf16 | fp16: mixed precision (docs/autocast.md)
   CompileChoice compile;       // --compile [--mode M] [--backend B]
+  bool quiet = false;          // print nothing on stdout (a caller such as kiln report shows its own progress)
+  std::function<void(const EpochRecord&)> on_epoch;  // called after each epoch's evaluation
 };
 
 // A zoo model's training recipe (docs/training.md); `kiln explain --train`
@@ -48,6 +58,7 @@ Recipe recipe_for(const std::string& model);
 struct TrainResult {
   double train_img_per_s = 0, eval_img_per_s = 0, test_acc = 0, wall_s = 0;
   double first_step_s = -1;  // the first train call (--compile: capture and compile included)
+  std::vector<EpochRecord> epochs;  // the epochs this run trained, in order
 };
 
 // Finds CIFAR-10 as the issue describes: $KILN_DATA (default ./data) if it
@@ -58,6 +69,11 @@ std::optional<std::string> find_cifar10(std::string* why);
 // Fashion-MNIST's train and test splits from `explicit_dir` (empty: $KILN_FASHION_MNIST,
 // else Debian's directory; data::find_fashion_mnist_dir).
 void load_fashion_mnist(const std::string& explicit_dir, data::ImageDataset& train_set, data::ImageDataset& test_set);
+
+// The train and test splits of `name` (cifar10: find_cifar10's order;
+// fashion-mnist: load_fashion_mnist(data_dir)); kiln::Error naming `command` otherwise.
+void load_data_sets(const std::string& name, const std::string& data_dir, const char* command,
+                    data::ImageDataset& train_set, data::ImageDataset& test_set);
 
 TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, const data::ImageDataset& test_set);
 

@@ -3,24 +3,12 @@
 #include "compiler/explain/html.h"
 
 #include "compiler/graph/dot.h"
+#include "report/markup.h"
 
 namespace kiln::compiler {
 namespace {
 
-std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string escape(const std::string& s) { return report::html_escape(s); }
 
 // Graphviz writes a whole SVG document; inline SVG starts at <svg.
 std::string inline_svg(const std::string& svg) {
