@@ -43,6 +43,17 @@ struct BenchModelsOptions {
   std::string backend = "cpp";  // what compiled modes run on: cpp (generated kernels) | interpreter
 };
 
+// kiln bench fusion (src/cli/bench_fusion.cpp, docs/layer-fusion.md).
+struct BenchFusionOptions {
+  std::string model = "airbench";
+  double width = 0.25;  // airbench's
+  int64_t batch = 128;
+  int64_t topk = 2;     // Layer Fusion pairs frozen
+  int rounds = 5;       // alternating timing rounds
+  int steps = 3;        // calls per round and side
+  bool json = false;
+};
+
 struct ExplainCmdOptions {
   std::string model = "tutorial";
   bool train = false;  // a whole train step instead of the eval forward
@@ -50,6 +61,7 @@ struct ExplainCmdOptions {
   std::string html;    // write the HTML report here
   bool json = false;
   bool dynamic = false;
+  std::string backend = "interpreter";  // interpreter | cpp (lists the fused kernels)
 };
 
 struct CacheCmdOptions {
@@ -70,6 +82,8 @@ int run_data_get(const DataOptions& o);
 int run_bench_ops(const BenchOpsOptions& o);
 // kiln bench models: images/s of the zoo models, eager and compiled, with compile and warm-start times.
 int run_bench_models(const BenchModelsOptions& o);
+// kiln bench fusion: Layer Fusion's train step and fuse_modules' eval forward against the plain model.
+int run_bench_fusion(const BenchFusionOptions& o);
 // kiln explain --model ...: what kiln::compile makes of a zoo model (docs/explain.md).
 int run_explain(const ExplainCmdOptions& o);
 // The device a --device NAME names, checked: a CUDA device must be usable

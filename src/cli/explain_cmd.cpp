@@ -55,7 +55,7 @@ int run_explain(const ExplainCmdOptions& o) {
   manual_seed(0);
   const std::string what = o.train ? "train step" : "eval forward";
   ExplainOptions eo;
-  eo.compile(CompileOptions().dynamic(o.dynamic).name(o.model + (o.train ? "_train_step" : "_forward")));
+  eo.compile(CompileOptions().dynamic(o.dynamic).backend(o.backend).name(o.model + (o.train ? "_train_step" : "_forward")));
   ExplainReport report = o.train ? explain_train_step(o, eo) : explain_forward(o, eo);
   const std::string title = o.model + ", " + what + ", batch " + std::to_string(o.batch);
   if (!o.html.empty()) compiler::write_explain_html(report, title, o.html);

@@ -26,6 +26,11 @@ struct TrainOptions {
   std::string profile;   // Chrome trace file; empty: $KILN_PROFILE, else no profile
   std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
   std::string autocast;        // "" (float32) | bf16 | fp16: mixed precision (docs/autocast.md)
+  // Layer Fusion (docs/layer-fusion.md): at the start of epoch layer_fusion_at,
+  // freeze_similar(model, layer_fusion_topk, policy); topk 0: off.
+  int64_t layer_fusion_topk = 0;
+  int64_t layer_fusion_at = 0;
+  std::string layer_fusion_policy = "freeze";  // freeze | tie
 };
 
 // A zoo model's training recipe (docs/training.md); `kiln explain --train`
