@@ -238,5 +238,29 @@ TEST(LayerFusion, CompiledTrainStepDropsFrozenWeightGradientKernels) {
   EXPECT_EQ(fused, plain - frozen);
 }
 
+// compile(model) in training: AOT autograd's backward graph gives the frozen
+// layers no gradient and the others eager's.
+TEST(LayerFusion, AotBackwardOfACompiledForwardLeavesFrozenLayersWithoutGrads) {
+  auto make = [] {
+    manual_seed(2);
+    auto m = models::create("airbench", 0.25);
+    fusion::freeze_similar(*m, 2);
+    return m;
+  };
+  auto eager = make(), compiled_model = make();
+  auto fwd = compile(compiled_model);
+  Tensor x = randn({2, 3, 32, 32});
+  eager->forward(x).sum().backward();
+  fwd(x).sum().backward();
+  auto pe = eager->named_parameters(), pc = compiled_model->named_parameters();
+  ASSERT_EQ(pe.size(), pc.size());
+  for (size_t i = 0; i < pe.size(); ++i) {
+    ASSERT_EQ(pc[i].second.grad().defined(), pc[i].second.requires_grad()) << pc[i].first;
+    ASSERT_EQ(pe[i].second.grad().defined(), pc[i].second.grad().defined()) << pc[i].first;
+    if (pe[i].second.grad().defined())
+      EXPECT_TENSOR_CLOSE(pc[i].second.grad(), pe[i].second.grad(), 1e-4, 1e-4) << pc[i].first;
+  }
+}
+
 }  // namespace
 }  // namespace kiln
