@@ -301,8 +301,8 @@ void add_bench_fusion(CLI::App* bench, Invocation& inv) {
   add_integer<int64_t>(c, "--batch", [&f](int64_t v) { f.batch = v; }, 1, 65536, "images per step (default 128)");
   add_integer<int64_t>(c, "--layer-fusion-topk", [&f](int64_t v) { f.topk = v; }, 0, 1000000,
                        "layer pairs to freeze (default 2)");
-  add_integer<int>(c, "--rounds", [&f](int v) { f.rounds = v; }, 1, 1000, "alternating timing rounds (default 5)");
-  add_integer<int>(c, "--steps", [&f](int v) { f.steps = v; }, 1, 1000, "calls per round and side (default 3)");
+  add_integer<int>(c, "--rounds", [&f](int v) { f.rounds = v; }, 1, 1000, "alternating timing rounds; the speed-up is the median of their ratios (default 11)");
+  add_integer<int>(c, "--steps", [&f](int v) { f.steps = v; }, 1, 1000, "calls per round and side (default 2)");
   c->add_flag("--json", f.json, "one JSON object with every figure");
 }
 

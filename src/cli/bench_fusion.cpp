@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/json_line.h"
@@ -37,22 +38,37 @@ class CountOps : public DispatchMode {
   std::map<std::string, int64_t> counts;
 };
 
-// Seconds per call of a and of b: `rounds` rounds of `per_round` calls each,
-// alternating, after one warm-up call of each.
-std::pair<double, double> time_side_by_side(const std::function<void()>& a, const std::function<void()>& b,
-                                            int rounds, int per_round) {
+// a against b, timed in `rounds` alternating rounds of `per_round` calls
+// each, after one warm-up call of each: seconds per call of each, and the
+// median over rounds of a's time / b's time (a burst of load on a shared
+// machine spoils a round, not the ratio).
+struct SideBySide {
+  double a_s = 0, b_s = 0, ratio = 0;
+};
+SideBySide time_side_by_side(const std::function<void()>& a, const std::function<void()>& b, int rounds,
+                             int per_round) {
   a();
   b();
-  double ta = 0, tb = 0;
-  for (int r = 0; r < rounds; ++r) {
-    for (auto [f, t] : {std::pair{&a, &ta}, std::pair{&b, &tb}}) {
-      auto t0 = Clock::now();
-      for (int i = 0; i < per_round; ++i) (*f)();
-      *t += std::chrono::duration<double>(Clock::now() - t0).count();
-    }
+  auto time = [per_round](const std::function<void()>& f) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < per_round; ++i) f();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  SideBySide r;
+  std::vector<double> ratios;
+  for (int k = 0; k < rounds; ++k) {
+    double ta = time(a), tb = time(b);
+    r.a_s += ta;
+    r.b_s += tb;
+    ratios.push_back(ta / tb);
   }
+  std::sort(ratios.begin(), ratios.end());
+  size_t m = ratios.size() / 2;
+  r.ratio = ratios.size() % 2 ? ratios[m] : (ratios[m - 1] + ratios[m]) / 2;
   double n = static_cast<double>(rounds) * per_round;
-  return {ta / n, tb / n};
+  r.a_s /= n;
+  r.b_s /= n;
+  return r;
 }
 
 struct TrainCase {
@@ -103,7 +119,8 @@ int run_bench_fusion(const BenchFusionOptions& o) {
   std::vector<fusion::LayerPair> pairs;
   TrainCase plain = make_train(o, 0, x, y, nullptr);
   TrainCase fused = make_train(o, o.topk, x, y, &pairs);
-  auto [tp, tf] = time_side_by_side(plain.step, fused.step, o.rounds, o.steps);
+  SideBySide train = time_side_by_side(plain.step, fused.step, o.rounds, o.steps);
+  const double tp = train.a_s, tf = train.b_s;
 
   // fuse_modules: the same weights, eval mode, with trained-looking statistics
   // taken from a few train-mode forwards.
@@ -124,8 +141,9 @@ int run_bench_fusion(const BenchFusionOptions& o) {
   Tensor got = fused_eval->forward(x);
   double err = abs(sub(got.to(DType::Float64), want.to(DType::Float64))).amax().item() /
                std::max(abs(want.to(DType::Float64)).amax().item(), 1e-30);
-  auto [ep, ef] = time_side_by_side([&] { eval_model->forward(x); }, [&] { fused_eval->forward(x); }, o.rounds,
-                                    o.steps);
+  SideBySide eval = time_side_by_side([&] { eval_model->forward(x); }, [&] { fused_eval->forward(x); }, o.rounds,
+                                      o.steps);
+  const double ep = eval.a_s, ef = eval.b_s;
 
   auto bw = [](const TrainCase& c, const char* op) {
     auto it = c.backward_ops.find(op);
@@ -144,10 +162,10 @@ int run_bench_fusion(const BenchFusionOptions& o) {
                      {"backward_weight_kernels", {bw(plain, "conv2d_backward_weight"), bw(fused, "conv2d_backward_weight")}},
                      {"backward_ops", {total_plain, total_fused}},
                      {"train_img_per_s", {imgs / tp, imgs / tf}},
-                     {"train_speedup", tp / tf},
+                     {"train_speedup", train.ratio},
                      {"fuse_modules", {{"fused", fused_eval->fused().size()}, {"scaled_error", err}}},
                      {"eval_img_per_s", {imgs / ep, imgs / ef}},
-                     {"eval_speedup", ep / ef}});
+                     {"eval_speedup", eval.ratio}});
     return 0;
   }
   std::printf("%s%s, batch %lld, %d rounds x %d steps each, alternating\n", o.model.c_str(),
@@ -162,10 +180,12 @@ int run_bench_fusion(const BenchFusionOptions& o) {
               static_cast<long long>(bw(plain, "conv2d_backward_input")),
               static_cast<long long>(bw(fused, "conv2d_backward_input")), static_cast<long long>(total_plain),
               static_cast<long long>(total_fused));
-  std::printf("  train step (eager, recipe SGD): %.1f -> %.1f img/s, speed-up %.3fx\n", imgs / tp, imgs / tf, tp / tf);
+  std::printf("  train step (eager, recipe SGD): %.1f -> %.1f img/s, speed-up %.3fx (median of the rounds' ratios)\n",
+              imgs / tp, imgs / tf, train.ratio);
   std::printf("fuse_modules (eval forward, eager): %zu fusions, scaled error %.2e\n", fused_eval->fused().size(), err);
   for (const auto& f : fused_eval->fused()) std::printf("  %s\n", f.c_str());
-  std::printf("  eval forward: %.1f -> %.1f img/s, speed-up %.3fx\n", imgs / ep, imgs / ef, ep / ef);
+  std::printf("  eval forward: %.1f -> %.1f img/s, speed-up %.3fx (median of the rounds' ratios)\n", imgs / ep,
+              imgs / ef, eval.ratio);
   return 0;
 }
 
