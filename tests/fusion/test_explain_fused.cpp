@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compiler/explain/html.h"
 #include "kiln/explain.h"
 #include "kiln/kiln.h"
 
@@ -25,6 +26,9 @@ TEST(ExplainFusedKernels, CppBackendListsTheChainWithItsUnwrittenIntermediates) 
   ASSERT_EQ(j["fused_kernels"].size(), 1u);
   EXPECT_EQ(j["fused_kernels"][0]["bytes_not_written"], 16384);
   EXPECT_EQ(j["fused_kernels"][0]["ops"][2], "relu");
+  std::string html = compiler::explain_html(r, "chain");
+  EXPECT_NE(html.find("<h2>Fused kernels</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<td>mul + add + relu</td><td>16384</td>"), std::string::npos) << html;
 }
 
 TEST(ExplainFusedKernels, InterpreterFusesNothingAndSaysSo) {
