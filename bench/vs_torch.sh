@@ -5,6 +5,8 @@
 #   bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N] [--no-mmap]
 #   bench/vs_torch.sh --suite train [--models tutorial,airbench[,resnet18]] [--width W]
 #                     [--epochs N] [--steps N] [--batch B] [--seed S] [--json] [--threads N] [--no-mmap]
+#   bench/vs_torch.sh --suite models [--models a,b] [--modes eager,default] [--phases train,eval]
+#                     [--batch B] [--width W] [--json] [--threads N] [--no-mmap]
 #
 # Builds kiln (./kiln build), installs python3-torch if missing (root: apt-get;
 # otherwise prints the command and exits 1), then for each case runs kiln and
@@ -27,6 +29,14 @@
 # (default ./data of the repo); when it is not there, it is imported first from
 # $KILN_CIFAR10_ARCHIVE (default ../shared/data/cifar10-jpeg.tar.zst).
 #
+# models: `kiln bench models` (eager and compiled modes, cold compile on an
+# empty kernel cache, warm start) and bench/torch_bench_models.py (PyTorch
+# eager, the same models, batch, threads and timing) twice: as installed and
+# with glibc's malloc kept off mmap (PyTorch at its best). Prints per model and
+# phase the img/s of each side and kiln / best-torch for each kiln mode; --json:
+# one object per (model, phase) with kiln_<mode>_img_s, kiln_<mode>_compile_s,
+# kiln_<mode>_warm_s, torch_img_s, torch_no_mmap_img_s and <mode>_vs_torch.
+#
 # --no-mmap runs both sides with glibc's malloc kept off mmap (see
 # docs/benchmarks.md: fresh >32 MB buffers cost page faults on every call).
 # A case that fails on one side shows as an error (null in JSON), is left out
@@ -42,8 +52,12 @@ usage() {
 usage: bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--reps N] [--no-mmap]
        bench/vs_torch.sh --suite train [--models a,b] [--width W] [--epochs N] [--steps N] [--batch B]
                          [--seed S] [--json] [--threads N] [--no-mmap]
+       bench/vs_torch.sh --suite models [--models a,b] [--modes eager,default] [--phases train,eval]
+                         [--batch B] [--width W] [--json] [--threads N] [--no-mmap]
   --suite ops    op-level cases (docs/benchmarks.md lists them)
   --suite train  training and evaluation of whole models on CIFAR-10 (docs/benchmarks.md)
+  --suite models kiln bench models (eager and compiled) against PyTorch eager, as installed and
+                 without mmap, on the same models, batch and threads
   --json         one JSON object per case (train: per model), then {"geomean_speedup": X}
   --threads N    threads on both sides (OMP_NUM_THREADS, torch.set_num_threads), default 2
   --no-mmap      both sides with glibc malloc kept off mmap (MALLOC_MMAP_MAX_=0 ...), so big
@@ -59,19 +73,22 @@ train only:
                  airbench 30, resnet18 6; with --epochs: whole epochs)
   --batch B      training batch (default: 128 in a speed run, the model's recipe with --epochs)
   --seed S       seed of both sides (default 0)
+models only (also --models, default tutorial,resnet18,airbench; --batch, default 128; --width):
+  --modes a,b    kiln's modes: eager,default,reduce-overhead,max-autotune (default: eager,default)
+  --phases a,b   train (a recipe SGD step) and/or eval (a forward) (default: train,eval)
 EOF
 }
 
 die2() { echo "vs_torch.sh: $*" >&2; usage >&2; exit 2; }
 
 suite="" json=0 threads=2 cases="" reps="" no_mmap=0
-models="" width="" epochs="" steps="" batch="" seed=""
-ops_flag="" train_flag=""
+models="" width="" epochs="" steps="" batch="" seed="" modes="" phases=""
+ops_flag="" shared_flag="" models_flag="" epochs_flag=""
 while [ $# -gt 0 ]; do
   arg="$1" val=""
   case "$arg" in
     --*=*) val="${arg#*=}"; arg="${arg%%=*}"; shift ;;
-    --suite|--threads|--cases|--reps|--models|--width|--epochs|--steps|--batch|--seed)
+    --suite|--threads|--cases|--reps|--models|--width|--epochs|--steps|--batch|--seed|--modes|--phases)
       [ $# -ge 2 ] || die2 "$arg needs a value"; val="$2"; shift 2 ;;
     *) shift ;;
   esac
@@ -82,22 +99,25 @@ while [ $# -gt 0 ]; do
     --threads) threads="$val" ;;
     --cases) cases="$val"; ops_flag="$arg" ;;
     --reps) reps="$val"; ops_flag="$arg" ;;
-    --models) models="$val"; train_flag="$arg" ;;
-    --width) width="$val"; train_flag="$arg" ;;
-    --epochs) epochs="$val"; train_flag="$arg" ;;
-    --steps) steps="$val"; train_flag="$arg" ;;
-    --batch) batch="$val"; train_flag="$arg" ;;
-    --seed) seed="$val"; train_flag="$arg" ;;
+    --models) models="$val"; shared_flag="$arg" ;;
+    --width) width="$val"; shared_flag="$arg" ;;
+    --batch) batch="$val"; shared_flag="$arg" ;;
+    --epochs) epochs="$val"; epochs_flag="$arg" ;;
+    --steps) steps="$val"; epochs_flag="$arg" ;;
+    --seed) seed="$val"; epochs_flag="$arg" ;;
+    --modes) modes="$val"; models_flag="$arg" ;;
+    --phases) phases="$val"; models_flag="$arg" ;;
     -h|--help) usage; exit 0 ;;
     *) die2 "unknown argument '$arg'" ;;
   esac
 done
 
 case "$suite" in
-  ops) [ -z "$train_flag" ] || die2 "$train_flag belongs to --suite train" ;;
-  train) [ -z "$ops_flag" ] || die2 "$ops_flag belongs to --suite ops" ;;
-  "") die2 "missing --suite (available: ops, train)" ;;
-  *) die2 "unknown suite '$suite' (available: ops, train)" ;;
+  ops) [ -z "$shared_flag$epochs_flag$models_flag" ] || die2 "${shared_flag:-${epochs_flag:-$models_flag}} does not apply to --suite ops" ;;
+  train) [ -z "$ops_flag$models_flag" ] || die2 "${ops_flag:-$models_flag} does not apply to --suite train" ;;
+  models) [ -z "$ops_flag$epochs_flag" ] || die2 "${ops_flag:-$epochs_flag} does not apply to --suite models" ;;
+  "") die2 "missing --suite (available: ops, train, models)" ;;
+  *) die2 "unknown suite '$suite' (available: ops, train, models)" ;;
 esac
 posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die2 "$1 wants a positive integer, got '$2'"; }
 posint --threads "$threads"
@@ -111,8 +131,10 @@ if [ -n "$width" ]; then
     || die2 "--width wants a positive number, got '$width'"
 fi
 train_models=()
-if [ "$suite" = train ]; then
-  IFS=',' read -r -a train_models <<<"${models:-tutorial,airbench}"
+if [ "$suite" = train ] || [ "$suite" = models ]; then
+  default_models=tutorial,airbench
+  [ "$suite" = models ] && default_models=tutorial,resnet18,airbench
+  IFS=',' read -r -a train_models <<<"${models:-$default_models}"
   [ ${#train_models[@]} -gt 0 ] || die2 "--models is empty"
   for m in "${train_models[@]}"; do
     case "$m" in
@@ -144,6 +166,92 @@ export OMP_NUM_THREADS="$threads"
 if [ "$no_mmap" = 1 ]; then
   # No mmap'd chunks, no trimming of the heap top: freed big buffers stay mapped for reuse.
   export MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912
+fi
+
+# ---------------------------------------------------------------- models suite
+if [ "$suite" = models ]; then
+  kmodes="${modes:-eager,default}" kphases="${phases:-train,eval}" b="${batch:-128}"
+  IFS=',' read -r -a mode_list <<<"$kmodes"
+  for m in "${mode_list[@]}"; do
+    case "$m" in eager|default|reduce-overhead|max-autotune) ;; *) die2 "unknown mode '$m'" ;; esac
+  done
+  IFS=',' read -r -a phase_list <<<"$kphases"
+  for p in "${phase_list[@]}"; do
+    case "$p" in train|eval) ;; *) die2 "unknown phase '$p' (available: train, eval)" ;; esac
+  done
+  wargs=(); [ -n "$width" ] && wargs=(--width "$width")
+  if [ "$json" != 1 ]; then
+    echo "vs_torch.sh --suite models: $threads thread(s), batch $b, float32, random inputs (torch with flush-to-zero)$([ "$no_mmap" = 1 ] && echo ", kiln with glibc malloc without mmap")"
+    echo "  kiln: bench models, modes $kmodes (compile s: cold, on an empty kernel cache); torch: eager as installed and with malloc off mmap"
+  fi
+  cache_dir="$(mktemp -d)"
+  trap 'rm -rf "$cache_dir"' EXIT
+  lines=()
+  for m in "${train_models[@]}"; do
+    [ "$json" = 1 ] || echo "  running $m ..." >&2
+    # An empty kernel cache per model: its compile seconds are cold.
+    rm -rf "$cache_dir/kc"
+    k="$(KILN_CACHE_DIR="$cache_dir/kc" "$KILN_BIN" bench models --json --models "$m" --modes "$kmodes" \
+        --phases "$kphases" --batch "$b" "${wargs[@]}")" || echo "vs_torch.sh: kiln bench models failed for $m" >&2
+    t="$(env -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$PY" "$ROOT/bench/torch_bench_models.py" \
+        --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" "${wargs[@]}" --label torch)" \
+      || echo "vs_torch.sh: torch failed for $m" >&2
+    tn="$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912 "$PY" \
+        "$ROOT/bench/torch_bench_models.py" --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" \
+        "${wargs[@]}" --label torch_no_mmap)" || echo "vs_torch.sh: torch --no-mmap failed for $m" >&2
+    lines+=("$k" "$t" "$tn")
+  done
+  printf '%s\n' "${lines[@]}" | grep '^{' | "$PY" -c '
+import json, math, sys
+as_json, modes = sys.argv[1] == "1", sys.argv[2].split(",")
+cases, order = {}, []
+for line in sys.stdin:
+    j = json.loads(line)
+    key = (j["model"], j["phase"])
+    if key not in cases:
+        cases[key] = {}
+        order.append(key)
+    cases[key][j["mode"]] = j
+rows, failed = [], False
+for model, phase in order:
+    c = cases[(model, phase)]
+    rate = lambda mode: (c.get(mode) or {}).get("img_per_s")
+    t, tn = rate("torch"), rate("torch_no_mmap")
+    best = max([v for v in (t, tn) if v] or [0]) or None
+    r = {"model": model, "phase": phase, "torch_img_s": t, "torch_no_mmap_img_s": tn}
+    for m in modes:
+        k = c.get(m) or {}
+        r["kiln_%s_img_s" % m] = k.get("img_per_s")
+        r["kiln_%s_compile_s" % m] = k.get("compile_s")
+        r["kiln_%s_warm_s" % m] = k.get("warm_s")
+        r["%s_vs_torch" % m] = round(k["img_per_s"] / best, 4) if k.get("img_per_s") and best else None
+        failed |= r["%s_vs_torch" % m] is None
+    rows.append(r)
+if as_json:
+    for r in rows:
+        print(json.dumps(r))
+else:
+    f = lambda v, fmt="%.1f": "error" if v is None else fmt % v
+    head = ["model", "phase"] + ["kiln %s img/s" % m for m in modes] + ["torch img/s", "torch no-mmap img/s"] \
+        + ["%s / torch" % m for m in modes] + ["compile s (cold) %s" % m for m in modes if m != "eager"] \
+        + ["warm s %s" % m for m in modes if m != "eager"]
+    table = []
+    for r in rows:
+        table.append([r["model"], r["phase"]] + [f(r["kiln_%s_img_s" % m]) for m in modes]
+                     + [f(r["torch_img_s"]), f(r["torch_no_mmap_img_s"])]
+                     + [f(r["%s_vs_torch" % m], "%.2fx") for m in modes]
+                     + [f(r["kiln_%s_compile_s" % m], "%.2f") for m in modes if m != "eager"]
+                     + [f(r["kiln_%s_warm_s" % m], "%.2f") for m in modes if m != "eager"])
+    w = [max(len(c[i]) for c in [head] + table) for i in range(len(head))]
+    fmt_row = lambda cells: " | ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(cells))
+    print(fmt_row(head))
+    print("-|-".join("-" * x for x in w))
+    for cells in table:
+        print(fmt_row(cells))
+    print("X / torch = kiln img/s / the faster of the two torch runs" + ("" if not failed else "  (failed runs shown as error)"))
+sys.exit(1 if failed or not rows else 0)
+' "$json" "$kmodes"
+  exit $?
 fi
 
 # ---------------------------------------------------------------- train suite

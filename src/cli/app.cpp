@@ -235,6 +235,20 @@ void add_train(CLI::App& app, Invocation& inv) {
                 "docs/autocast.md")
       ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
       ->type_name("DTYPE");
+  CLI::Option* compile = t->add_flag("--compile", o.compile.enabled,
+                                     "run the train step (forward, loss, backward, optimizer) and the evaluation "
+                                     "forward as kiln::compile'd graphs (docs/compile.md)");
+  t->add_option("--mode", o.compile.mode, "with --compile: default|reduce-overhead|max-autotune")
+      ->check(one_of({"default", "reduce-overhead", "max-autotune"}, "mode"))
+      ->needs(compile)
+      ->type_name("MODE")
+      ->default_str(o.compile.mode);
+  t->add_option("--backend", o.compile.backend,
+                "with --compile: cpp (generated C++ kernels; the default on the CPU) or interpreter (the graphs on "
+                "the eager kernels; the default on CUDA)")
+      ->check(one_of({"cpp", "interpreter"}, "backend"))
+      ->needs(compile)
+      ->type_name("NAME");
   add_layer_fusion(t, o);
   t->footer(kEnvironmentHelp);
 }

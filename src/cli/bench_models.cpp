@@ -6,8 +6,7 @@
 // momentum, nesterov and weight decay, cross entropy with its label
 // smoothing; an eval step is a forward under no_grad in eval mode. The
 // inputs are one batch of standard-normal images and uniform labels (the
-// same numbers every mode sees; kiln flushes denormals, so random inputs
-// time like real ones), made before timing: what is timed is the model, not
+// same numbers every mode sees), made before timing: what is timed is the model, not
 // a data loader. Each case runs its first call (timed alone: the compile),
 // one warm-up call, then steps until about kTargetS seconds have passed.
 // compile_s is the first call's time less the second call's (a step's own

@@ -95,17 +95,8 @@ struct EvalResult {
   double acc = 0, img_per_s = 0;
 };
 
-// A mixed-precision scope over `what` when `dt` is set (train --autocast).
-template <typename F>
-auto maybe_autocast(const std::optional<DType>& dt, F&& what) {
-  std::optional<autocast> scope;
-  if (dt) scope.emplace(*dt);
-  return what();
-}
-
-EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t max_batches, int workers, Device device,
-                    const std::optional<DType>& amp) {
+EvalResult evaluate(nn::Module& model, TrainStep& step, const data::ImageDataset& test, const std::vector<float>& mean,
+                    const std::vector<float>& std, int64_t max_batches, int workers, Device device) {
   data::DataLoaderOptions lo;
   lo.batch_size = 500;
   lo.shuffle = false;
@@ -119,7 +110,7 @@ EvalResult evaluate(nn::Module& model, const data::ImageDataset& test, const std
   int64_t correct = 0, seen = 0, batches = 0;
   auto t0 = Clock::now();
   while (auto batch = loader.next()) {
-    Tensor pred = maybe_autocast(amp, [&] { return model.forward(batch->images.to(device)); }).argmax(1);
+    Tensor pred = step.logits(batch->images.to(device)).argmax(1);
     correct += static_cast<int64_t>(sum(eq(pred, batch->labels.to(device))).item());
     seen += batch->labels.numel();
     if (max_batches > 0 && ++batches >= max_batches) break;
@@ -283,9 +274,11 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                 static_cast<long long>(test_set.size()), static_cast<long long>(batch), o.opt.c_str(), lr,
                 static_cast<long long>(o.epochs),
                 (std::string(device.is_cpu() ? "" : ", on " + device.str()) +
-                 (amp ? ", autocast " + std::string(dtype_name(*amp)) : ""))
+                 (amp ? ", autocast " + std::string(dtype_name(*amp)) : "") +
+                 (o.compile.enabled ? ", compiled (mode " + o.compile.mode + ")" : ""))
                     .c_str());
 
+  TrainStep train_step(model, *opt, scaler, amp, r.label_smoothing, o.compile, device);
   TrainResult result;
   cuda::AllocatorStats after_first_epoch;  // CUDA: steady state is every epoch after the first
   double train_time = 0, eval_time_img = 0;
@@ -303,14 +296,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
       auto b = loader.next();
       if (!b) break;
       schedule->apply(*opt, epoch * steps_per_epoch + step);
-      Tensor loss = maybe_autocast(amp, [&] {
-        Tensor logits = model->forward(b->images.to(device));
-        return cross_entropy(logits, b->labels.to(device), r.label_smoothing);
-      });
-      opt->zero_grad();
-      scaler.scale(loss).backward();
-      scaler.step(*opt);
-      scaler.update();
+      Tensor loss = train_step.train(b->images.to(device), b->labels.to(device));
       double l = loss.item();
       loss_sum += l;
       ++step;
@@ -322,7 +308,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     double secs = seconds_since(t0);
     train_time += secs;
     train_images += epoch_images;
-    EvalResult ev = evaluate(*model, test_set, mean, stdv, o.steps, o.workers, device, amp);
+    EvalResult ev = evaluate(*model, train_step, test_set, mean, stdv, o.steps, o.workers, device);
     result.test_acc = ev.acc;
     eval_time_img = ev.img_per_s;
     double ips = static_cast<double>(epoch_images) / secs;
@@ -347,6 +333,8 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     }
   }
   result.wall_s = seconds_since(wall0);
+  result.first_step_s = train_step.first_train_call_s();
+  if (train_step.compiled() && !o.json) std::printf("%s\n", train_step.summary().c_str());
   if (scaler.is_enabled() && !o.json)
     std::printf("grad scaler: %lld steps skipped on inf/NaN gradients, final scale %g\n",
                 static_cast<long long>(scaler.skipped_steps()), scaler.get_scale());
@@ -359,6 +347,12 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                 static_cast<unsigned long long>(st.num_cuda_frees - after_first_epoch.num_cuda_frees),
                 static_cast<unsigned long long>(st.cache_hits), static_cast<unsigned long long>(st.num_allocs),
                 static_cast<double>(st.peak_allocated_bytes) / (1 << 20), static_cast<double>(st.reserved_bytes) / (1 << 20));
+  }
+  // The first step (with --compile: capture and compile) is reported on its
+  // own, not averaged into the throughput, whenever later steps ran.
+  if (result.first_step_s >= 0 && train_time > result.first_step_s && train_images > batch) {
+    train_time -= result.first_step_s;
+    train_images -= batch;
   }
   result.train_img_per_s = train_time > 0 ? static_cast<double>(train_images) / train_time : 0;
   result.eval_img_per_s = eval_time_img;
@@ -448,7 +442,9 @@ int run_train(const TrainOptions& o) {
                      {"train_img_per_s", rounded(r.train_img_per_s, 2)},
                      {"eval_img_per_s", rounded(r.eval_img_per_s, 2)},
                      {"test_acc", rounded(r.test_acc, 6)},
-                     {"wall_s", rounded(r.wall_s, 3)}});
+                     {"wall_s", rounded(r.wall_s, 3)},
+                     {"compiled", o.compile.enabled},
+                     {"first_step_s", rounded(r.first_step_s, 3)}});
   else
     std::printf("done: test accuracy %.2f%%, %.0f img/s train, %.0f img/s eval, %.1f s\n", 100 * r.test_acc,
                 r.train_img_per_s, r.eval_img_per_s, r.wall_s);

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/train_step.h"
 #include "kiln/data.h"
 
 namespace kiln::cli {
@@ -26,6 +27,7 @@ struct TrainOptions {
   std::string profile;   // Chrome trace file; empty: $KILN_PROFILE, else no profile
   std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
   std::string autocast;        // "" (float32) | bf16 | fp16: mixed precision (docs/autocast.md)
+  CompileChoice compile;       // --compile [--mode M] [--backend B]
   // Layer Fusion (docs/layer-fusion.md): at the start of epoch layer_fusion_at,
   // freeze_similar(model, layer_fusion_topk, policy); topk 0: off.
   int64_t layer_fusion_topk = 0;
@@ -50,6 +52,7 @@ Recipe recipe_for(const std::string& model);
 
 struct TrainResult {
   double train_img_per_s = 0, eval_img_per_s = 0, test_acc = 0, wall_s = 0;
+  double first_step_s = -1;  // the first train call (--compile: capture and compile included)
 };
 
 // Finds CIFAR-10 as the issue describes: $KILN_DATA (default ./data) if it

@@ -10,24 +10,31 @@
 // step instead of mapping fresh memory.
 //
 // float64 (gradient tests) runs a plain reference loop: oneDNN has no f64
-// convolution. float16/bfloat16 compute in float32.
+// convolution. bfloat16 (autocast) runs oneDNN's bfloat16 convolutions where
+// the CPU has them (AVX-512: avx512_core_bf16 natively, else emulated), with
+// no cast of the operands; elsewhere, and for float16, it computes in
+// float32 and casts.
 //
 // conv2d takes an optional attribute `activation` ("relu" | "gelu", the erf
-// GELU): the activation runs as a oneDNN eltwise post-op of the same
-// primitive, so the pre-activation output is never written to memory.
-// nn::fuse_modules (kiln/fusion.h) sets it; the derivative recomputes the
-// pre-activation output.
+// GELU): in float32 the activation runs as a oneDNN eltwise post-op of the
+// same primitive, so the pre-activation output is never written to memory
+// (other dtypes apply it after). nn::fuse_modules (kiln/fusion.h) sets it;
+// the derivative recomputes the pre-activation output.
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/cpu_features.h"
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
-#include "ops/dnnl/dnnl_utils.h"
 #include "ops/conv_fused.h"
+#include "ops/dnnl/dnnl_utils.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -142,10 +149,9 @@ DnnlDims dnnl_dims(const ConvGeom& g) {
   return d;
 }
 
-memory::desc any_md(const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); }
-memory::desc plain_md(const memory::dims& d, memory::format_tag tag) {
-  return memory::desc(d, memory::data_type::f32, tag);
-}
+using DataType = memory::data_type;
+memory::desc any_md(const memory::dims& d, DataType dt) { return memory::desc(d, dt, memory::format_tag::any); }
+memory::desc plain_md(const memory::dims& d, memory::format_tag tag, DataType dt) { return memory::desc(d, dt, tag); }
 
 dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
@@ -153,14 +159,15 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bias, dnnl::algorithm alg,
-                                                     Activation act = Activation::None) {
+dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bias, DataType dt,
+                                                     dnnl::algorithm alg, Activation act = Activation::None) {
   using cf = dnnl::convolution_forward;
   auto pk = dnnl::prop_kind::forward_training;
-  cf::desc desc = bias ? cf::desc(pk, alg, any_md(d.src), any_md(d.wei), plain_md(d.bias, memory::format_tag::x),
-                                  any_md(d.dst), d.strides, d.dilates, d.pad_l, d.pad_r)
-                       : cf::desc(pk, alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates,
-                                  d.pad_l, d.pad_r);
+  cf::desc desc = bias ? cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt),
+                                  plain_md(d.bias, memory::format_tag::x, dt), any_md(d.dst, dt), d.strides,
+                                  d.dilates, d.pad_l, d.pad_r)
+                       : cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt), any_md(d.dst, dt), d.strides,
+                                  d.dilates, d.pad_l, d.pad_r);
   dnnl::primitive_attr attr = user_scratchpad_attr();
   if (act != Activation::None) {
     dnnl::post_ops ops;
@@ -198,11 +205,11 @@ struct ConvEntry {
 // both read diff_dst as `a`) into `e`. They differ only in their type and
 // in which of weights/src is the input `b` and which diff is the output `c`.
 template <typename Prim>
-void build_backward(ConvEntry& e, const DnnlDims& d, const dnnl::convolution_forward::primitive_desc& fwd) {
+void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, const dnnl::convolution_forward::primitive_desc& fwd) {
   constexpr bool kData = std::is_same_v<Prim, dnnl::convolution_backward_data>;
   auto pd = with_auto_then_direct([&](dnnl::algorithm alg) {
-    typename Prim::desc desc(alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l,
-                             d.pad_r);
+    typename Prim::desc desc(alg, any_md(d.src, dt), any_md(d.wei, dt), any_md(d.dst, dt), d.strides, d.dilates,
+                             d.pad_l, d.pad_r);
     return typename Prim::primitive_desc(desc, user_scratchpad_attr(), onednn::cpu_engine(), fwd);
   });
   e.prim = Prim(pd);
@@ -213,31 +220,34 @@ void build_backward(ConvEntry& e, const DnnlDims& d, const dnnl::convolution_for
   e.impl = pd.impl_info_str();
 }
 
-std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Activation act) {
+// A dnnl::error (no implementation for this data type on this CPU) escapes
+// get_entry before anything is cached.
+std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
+                                     Activation act = Activation::None) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
-                           bias ? 1 : 0, static_cast<int64_t>(act)};
+                           bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act)};
   return onednn::cached<ConvEntry>(key, [&]() {
     auto e = std::make_shared<ConvEntry>();
     e->kind = kind;
     DnnlDims d = dnnl_dims(g);
-    memory::desc src_user = plain_md(d.src, memory::format_tag::nchw);
-    memory::desc dst_user = plain_md(d.dst, memory::format_tag::nchw);
-    memory::desc wei_user = plain_md(d.wei, d.wei_tag);
-    auto fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, alg); });
+    memory::desc src_user = plain_md(d.src, memory::format_tag::nchw, dt);
+    memory::desc dst_user = plain_md(d.dst, memory::format_tag::nchw, dt);
+    memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
+    auto fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
       if (act != Activation::None)
-        fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, alg, act); });
+        fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act); });
       e->prim = dnnl::convolution_forward(fwd);
       e->scratch_md = fwd.scratchpad_desc();
       e->a_md = fwd.src_desc(), e->b_md = fwd.weights_desc(), e->c_md = fwd.dst_desc();
       e->a_user = src_user, e->b_user = wei_user, e->c_user = dst_user;
       e->impl = fwd.impl_info_str();
     } else if (kind == Kind::BackwardData) {
-      build_backward<dnnl::convolution_backward_data>(*e, d, fwd);
+      build_backward<dnnl::convolution_backward_data>(*e, d, dt, fwd);
       e->a_user = dst_user, e->b_user = wei_user, e->c_user = src_user;
     } else {
-      build_backward<dnnl::convolution_backward_weights>(*e, d, fwd);
+      build_backward<dnnl::convolution_backward_weights>(*e, d, dt, fwd);
       e->a_user = dst_user, e->b_user = src_user, e->c_user = wei_user;
     }
     e->a_in = onednn::Reorder::make(e->a_user, e->a_md);
@@ -247,11 +257,11 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Ac
   });
 }
 
-// Runs one cached primitive: a and b are the two inputs (contiguous float32,
-// user layouts), c the contiguous float32 output.
+// Runs one cached primitive: a and b are the two inputs (contiguous, user
+// layouts, of data type dt), c the contiguous output of that type.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-              Activation act) {
-  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), act);
+              DataType dt = DataType::f32, Activation act = Activation::None) {
+  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
   memory a_user = onednn::wrap(e->a_user, a), b_user = onednn::wrap(e->b_user, b);
   memory c_user = onednn::wrap(e->c_user, c);
@@ -271,8 +281,7 @@ void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, co
     case Kind::Forward:
       args.insert({{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
       if (bias.defined())
-        args.insert({DNNL_ARG_BIAS, onednn::wrap(memory::desc({g.O}, memory::data_type::f32, memory::format_tag::x),
-                                                 bias)});
+        args.insert({DNNL_ARG_BIAS, onednn::wrap(memory::desc({g.O}, dt, memory::format_tag::x), bias)});
       break;
     case Kind::BackwardData:
       args.insert({{DNNL_ARG_DIFF_DST, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DIFF_SRC, cm}});
@@ -384,6 +393,34 @@ Tensor as_f32(const Tensor& t) {
   return out;
 }
 
+// Whether oneDNN has bfloat16 convolutions of this kind and shape on this
+// CPU (it has none without AVX-512); asked once per shape, the answer is the
+// cached primitive or a remembered refusal. KILN_CONV_BF16=0 turns them off
+// (bfloat16 then computes in float32, as float16 does), to compare.
+bool bf16_convolutions_available(Kind kind, const ConvGeom& g, bool bias) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("KILN_CONV_BF16");
+    return !(v && std::string(v) == "0");
+  }();
+  if (!enabled || !cpu_has_avx512()) return false;
+  static std::mutex mu;
+  static std::set<std::vector<int64_t>> refused;
+  std::vector<int64_t> key{static_cast<int64_t>(kind), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh,
+                           g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, bias ? 1 : 0};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (refused.count(key)) return false;
+  }
+  try {
+    get_entry(kind, g, bias, DataType::bf16);
+    return true;
+  } catch (const dnnl::error&) {
+    std::lock_guard<std::mutex> lock(mu);
+    refused.insert(key);
+    return false;
+  }
+}
+
 // Applies a fused activation in place where no oneDNN post-op ran.
 void apply_activation(Activation act, const Tensor& out) {
   if (act == Activation::None) return;
@@ -418,13 +455,18 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
     else ref_backward_weights<double>(g, pa, pb, po);
     return;
   }
+  if (out.dtype() == DType::BFloat16 && bf16_convolutions_available(kind, g, bias.defined())) {
+    Tensor biasc = bias.defined() ? bias.contiguous() : bias;
+    run_dnnl(kind, g, a.contiguous(), b.contiguous(), biasc, out, DataType::bf16);
+    return;
+  }
   Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias);
   if (out.dtype() == DType::Float32) {
-    run_dnnl(kind, g, a32, b32, bias32, out, act);
+    run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act);
     return;
   }
   Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
-  run_dnnl(kind, g, a32, b32, bias32, o32, Activation::None);
+  run_dnnl(kind, g, a32, b32, bias32, o32);
   cpu::copy_cast(o32, out);
 }
 

@@ -359,7 +359,9 @@ TEST_F(CliResume, TrainJsonLinesHaveTheKeysTheBenchReads) {
   EXPECT_EQ(epoch["epoch"], 1);
   for (const char* k : {"train_loss", "test_acc", "train_img_per_s"}) EXPECT_TRUE(epoch[k].is_number()) << k;
   const nlohmann::json& summary = lines[1];
-  ASSERT_EQ(summary.size(), 6u) << summary.dump();
+  ASSERT_EQ(summary.size(), 8u) << summary.dump();
+  EXPECT_EQ(summary["compiled"], false);
+  EXPECT_TRUE(summary["first_step_s"].is_number()) << summary.dump();
   EXPECT_EQ(summary["model"], "tutorial");
   EXPECT_TRUE(summary["epochs"].is_number_integer());
   EXPECT_EQ(summary["epochs"], 1);
@@ -368,6 +370,56 @@ TEST_F(CliResume, TrainJsonLinesHaveTheKeysTheBenchReads) {
   EXPECT_GE(summary["test_acc"].get<double>(), 0.0);
   EXPECT_LE(summary["test_acc"].get<double>(), 1.0);
   EXPECT_EQ(first_->out.find("\"wall_s\""), first_->out.rfind("\"wall_s\""));  // one summary line
+}
+
+// --compile runs the whole step as one compiled graph: the same losses and
+// accuracy as eager (same seed, data order and weights), and a summary that
+// says how it compiled.
+TEST(CliTrain, CompiledTrainingMatchesEagerAndSaysHowItCompiled) {
+  fs::path dir = scratch_dir();
+  const std::string args = "train " + kFmnist + " --epochs 2 --steps 3 --json";
+  Outcome eager = run_kiln(args, dir);
+  Outcome compiled = run_kiln(args + " --compile", dir);
+  ASSERT_EQ(eager.rc, 0) << show(eager);
+  ASSERT_EQ(compiled.rc, 0) << show(compiled);
+  auto e = json_lines(eager.out), c = json_lines(compiled.out);
+  ASSERT_EQ(e.size(), 3u) << show(eager);
+  ASSERT_EQ(c.size(), 3u) << show(compiled);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(c[i]["train_loss"].get<double>(), e[i]["train_loss"].get<double>(),
+                1e-4 * std::abs(e[i]["train_loss"].get<double>()))
+        << "epoch " << i + 1;
+    // 3 eval batches of 500: a last-bit difference may flip an argmax or two.
+    EXPECT_NEAR(c[i]["test_acc"].get<double>(), e[i]["test_acc"].get<double>(), 2.0 / 1500) << "epoch " << i + 1;
+  }
+  EXPECT_EQ(c[2]["compiled"], true);
+  EXPECT_GT(c[2]["first_step_s"].get<double>(), 0.0);
+
+  Outcome text = run_kiln("train " + kFmnist + " --epochs 1 --steps 2 --compile --backend interpreter", dir);
+  ASSERT_EQ(text.rc, 0) << show(text);
+  EXPECT_NE(text.out.find("compiled (mode default, backend interpreter): train step 1 graph, 0 graph breaks, "
+                          "0 recompiles, first call "),
+            std::string::npos)
+      << show(text);
+  expect_usage_error("train --mode max-autotune", "--mode requires --compile", dir);
+  expect_usage_error("train --compile --backend cuda", "backend", dir);
+}
+
+// The seed's demo: eager and compiled runs side by side, one table row each.
+TEST(CliDemo, RunsEagerAndCompiledAndPrintsOneRowPerMode) {
+  fs::path dir = scratch_dir();
+  fs::create_directories(dir / "empty-data");
+  const std::string no_cifar = "KILN_DATA='" + (dir / "empty-data").string() +
+                               "' KILN_CIFAR10_ARCHIVE= KILN_CIFAR10_URL=http://127.0.0.1:9/cifar-10-binary.tar.gz";
+  Outcome r = run_kiln("demo --steps 2 --epochs 1", dir, no_cifar);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  size_t header = r.out.find("mode        test acc  train img/s  eval img/s   first step (s)");
+  ASSERT_NE(header, std::string::npos) << show(r);
+  size_t eager = r.out.find("\neager ", header), compiled = r.out.find("\ncompiled ", header);
+  EXPECT_NE(eager, std::string::npos) << show(r);
+  EXPECT_NE(compiled, std::string::npos) << show(r);
+  EXPECT_LT(eager, compiled) << show(r);
+  EXPECT_NE(r.out.find("compiled / eager: train "), std::string::npos) << show(r);
 }
 
 TEST(CliBench, OpsJsonLineHasCaseAndMilliseconds) {

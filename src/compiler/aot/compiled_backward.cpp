@@ -77,6 +77,36 @@ std::optional<Graph> backward_graph(const JointGraph& j, const Partition& p) {
   return out;
 }
 
+// Drops the forward inputs the backward graph (after its passes) never
+// reads, and returns the ones it keeps, in order: the runner holds and
+// version-checks only those, as eager autograd checks only what it saved
+// (an input modified in place before backward() is an error only when the
+// backward needs it).
+std::vector<size_t> drop_unread_primals(Graph& bwd, size_t num_primals) {
+  std::vector<bool> read(bwd.values.size(), false);
+  for (const Node& n : bwd.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) read[static_cast<size_t>(v)] = true;
+  for (ValueId v : bwd.outputs) read[static_cast<size_t>(v)] = true;
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < num_primals; ++i)
+    if (read[static_cast<size_t>(bwd.inputs[i])]) kept.push_back(i);
+  if (kept.size() == num_primals) return kept;
+  Graph out;
+  {
+    Rebuilder rb(bwd, out);
+    // Inputs first, in their order, so the kept ones keep theirs.
+    for (size_t i = 0; i < bwd.inputs.size(); ++i)
+      if (i >= num_primals || read[static_cast<size_t>(bwd.inputs[i])]) rb.copy_node(bwd.producer(bwd.inputs[i]));
+    for (const Node& n : bwd.nodes)
+      if (n.kind != NodeKind::Input) rb.copy_node(n);
+    for (ValueId v : bwd.outputs) out.outputs.push_back(rb.mapped(v));
+  }
+  out.name = bwd.name;
+  bwd = std::move(out);
+  return kept;
+}
+
 // The autograd node of one compiled forward call: runs the backward graph
 // on what that call saved.
 class CompiledBackward final : public autograd::Node {
@@ -106,7 +136,7 @@ class CompiledBackward final : public autograd::Node {
     released_ = true;
   }
 
-  Tensors held;  // the forward's inputs (detached), then the saved values
+  Tensors held;  // the forward inputs the backward reads (detached), then the saved values
   std::vector<uint64_t> versions;
   std::vector<AttrValue> scalars;
   std::vector<TensorMeta> output_metas;  // per tangent
@@ -139,6 +169,7 @@ std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::str
   fb.grad_of = j->grad_of;
   run_passes(fb.forward, default_passes());
   run_passes(fb.backward, default_passes());
+  fb.backward_primals = drop_unread_primals(fb.backward, j->num_primals);
   return fb;
 }
 
@@ -159,7 +190,7 @@ Tensors AotRunner::run(TensorSpan inputs, std::span<const AttrValue> scalars) co
     all = forward_->run(inputs, scalars);
   }
   auto node = std::make_shared<CompiledBackward>(fb_, backward_);
-  for (const Tensor& t : inputs) node->held.push_back(t.defined() ? t.detach() : t);
+  for (size_t i : fb_->backward_primals) node->held.push_back(inputs[i].defined() ? inputs[i].detach() : inputs[i]);
   for (size_t k = 0; k < fb_->num_saved; ++k) node->held.push_back(all[fb_->num_outputs + k]);
   for (const Tensor& t : node->held) node->versions.push_back(t.defined() ? t.version() : 0);
   node->scalars.assign(scalars.begin(), scalars.end());

@@ -7,7 +7,7 @@
 //
 // Both graphs go through the default passes and run on the backend's
 // executable (the interpreter, or generated kernels). What the backward holds between the
-// two runs is exactly the partition's saved values plus the inputs.
+// two runs is exactly the partition's saved values plus the inputs it reads.
 #pragma once
 #include <memory>
 #include <optional>
@@ -25,11 +25,14 @@ namespace kiln::compiler {
 
 struct ForwardBackward {
   Graph forward;   // inputs: the forward's; outputs: the forward's, then the saved values
-  Graph backward;  // inputs: the forward's inputs, the saved values, the tangents; outputs: the gradients
+  // inputs: the forward inputs it reads (backward_primals), the saved values,
+  // the tangents; outputs: the gradients
+  Graph backward;
   size_t num_outputs = 0;  // of the original forward
   size_t num_saved = 0;
   std::vector<size_t> tangent_of;  // per tangent: the forward output it belongs to
   std::vector<size_t> grad_of;     // per backward output: the forward input it is the gradient of
+  std::vector<size_t> backward_primals;  // the forward inputs the backward graph reads, in order
   Partition partition;
 };
 

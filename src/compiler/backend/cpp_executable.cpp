@@ -7,6 +7,7 @@
 #include "compiler/codegen/cpp/jit_compiler.h"
 #include "compiler/codegen/cpp/render_c_like.h"
 #include "compiler/codegen/cpp/render_cpp.h"
+#include "compiler/log.h"
 #include "compiler/lower/lower_graph.h"
 #include "compiler/lower/merge_loops.h"
 #include "compiler/passes/pipeline.h"
@@ -123,7 +124,20 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
 
 std::unique_ptr<GraphExecutable> make_executable(const Graph& g, const std::string& backend) {
   if (backend == "interpreter") return std::make_unique<Interpreter>(g);
-  if (backend == "cpp") return std::make_unique<CppExecutable>(g);
+  if (backend == "cpp") {
+    // Generated C++ runs on the host: a graph with device tensors (a model
+    // on CUDA compiled with backend "cpp") runs on the interpreter, whose
+    // eager kernels dispatch by device, until the CUDA generator comes.
+    for (const Value& v : g.values)
+      if (const Device& d = v.type.device; !d.is_cpu()) {
+        std::string why = "backend \"cpp\" generates CPU code; graphs with ";
+        why += d.str();
+        why += " tensors run on the interpreter (the eager kernels)";
+        log_once(LogCategory::Graphs, "cpp-backend-device", why);
+        return std::make_unique<Interpreter>(g);
+      }
+    return std::make_unique<CppExecutable>(g);
+  }
   KILN_FAIL("compile: backend \"", backend, "\" is not available; use \"interpreter\" or \"cpp\"");
 }
 
