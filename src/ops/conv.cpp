@@ -22,8 +22,9 @@
 // the derivative recomputes the pre-activation output.
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -393,32 +394,67 @@ Tensor as_f32(const Tensor& t) {
   return out;
 }
 
-// Whether oneDNN has bfloat16 convolutions of this kind and shape on this
-// CPU (it has none without AVX-512); asked once per shape, the answer is the
-// cached primitive or a remembered refusal. KILN_CONV_BF16=0 turns them off
-// (bfloat16 then computes in float32, as float16 does), to compare.
-bool bf16_convolutions_available(Kind kind, const ConvGeom& g, bool bias) {
-  static const bool enabled = [] {
+// How a bfloat16 convolution of one kind and shape runs on this CPU.
+enum class Bf16Path { Undecided, Bf16, Float32 };
+
+// KILN_CONV_BF16: "auto" (default) times both paths of each kind and shape
+// once, on its first call, and keeps the faster; "1" always runs oneDNN's
+// bfloat16 primitive where it exists; "0" never does (float32 with casts,
+// as float16 runs). Measured per layer (bench/conv_dtypes, docs/results.md):
+// on AMX most layers run 1.5-3.6x faster in bfloat16, but some (a 3-channel
+// input layer's backward, a 3x3-pixel layer's weight gradient) are slower
+// than float32's Winograd, so no one answer fits every layer.
+enum class Bf16Setting { Auto, Always, Never };
+Bf16Setting bf16_setting() {
+  static const Bf16Setting s = [] {
     const char* v = std::getenv("KILN_CONV_BF16");
-    return !(v && std::string(v) == "0");
+    std::string t = v ? v : "auto";
+    if (t == "0") return Bf16Setting::Never;
+    if (t == "1") return Bf16Setting::Always;
+    KILN_CHECK(t == "auto" || t.empty(), "KILN_CONV_BF16=", t, ": use auto (the faster of bfloat16 and float32 per ",
+               "layer), 1 (always bfloat16) or 0 (never)");
+    return Bf16Setting::Auto;
   }();
-  if (!enabled || !cpu_has_avx512()) return false;
-  static std::mutex mu;
-  static std::set<std::vector<int64_t>> refused;
-  std::vector<int64_t> key{static_cast<int64_t>(kind), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh,
-                           g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, bias ? 1 : 0};
+  return s;
+}
+
+struct Bf16Choices {
+  std::mutex mu;
+  std::map<std::vector<int64_t>, Bf16Path> path;
+};
+Bf16Choices& bf16_choices() {
+  static Bf16Choices c;
+  return c;
+}
+
+std::vector<int64_t> bf16_key(Kind kind, const ConvGeom& g, bool bias) {
+  return {static_cast<int64_t>(kind), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh,
+          g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, bias ? 1 : 0};
+}
+
+// The path chosen so far for a bfloat16 convolution (Undecided: time both
+// on this call). Float32 when oneDNN has no bfloat16 primitive for it here
+// (none without AVX-512).
+Bf16Path bf16_path(Kind kind, const ConvGeom& g, bool bias) {
+  if (bf16_setting() == Bf16Setting::Never || !cpu_has_avx512()) return Bf16Path::Float32;
+  Bf16Choices& c = bf16_choices();
+  const std::vector<int64_t> key = bf16_key(kind, g, bias);
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (refused.count(key)) return false;
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.path.find(key);
+    if (it != c.path.end()) return it->second;
   }
+  Bf16Path p = bf16_setting() == Bf16Setting::Always ? Bf16Path::Bf16 : Bf16Path::Undecided;
   try {
     get_entry(kind, g, bias, DataType::bf16);
-    return true;
   } catch (const dnnl::error&) {
-    std::lock_guard<std::mutex> lock(mu);
-    refused.insert(key);
-    return false;
+    p = Bf16Path::Float32;
   }
+  if (p != Bf16Path::Undecided) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.path[key] = p;
+  }
+  return p;
 }
 
 // Applies a fused activation in place where no oneDNN post-op ran.
@@ -455,19 +491,44 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
     else ref_backward_weights<double>(g, pa, pb, po);
     return;
   }
-  if (out.dtype() == DType::BFloat16 && bf16_convolutions_available(kind, g, bias.defined())) {
+  auto in_float32 = [&] {
+    Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias);
+    if (out.dtype() == DType::Float32) {
+      run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act);
+      return;
+    }
+    Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
+    run_dnnl(kind, g, a32, b32, bias32, o32);
+    cpu::copy_cast(o32, out);
+  };
+  if (out.dtype() != DType::BFloat16) return in_float32();
+  auto in_bf16 = [&] {
     Tensor biasc = bias.defined() ? bias.contiguous() : bias;
     run_dnnl(kind, g, a.contiguous(), b.contiguous(), biasc, out, DataType::bf16);
-    return;
+  };
+  switch (bf16_path(kind, g, bias.defined())) {
+    case Bf16Path::Bf16: return in_bf16();
+    case Bf16Path::Float32: return in_float32();
+    case Bf16Path::Undecided: break;
   }
-  Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias);
-  if (out.dtype() == DType::Float32) {
-    run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act);
-    return;
+  // First call of this kind and shape: the faster of two runs each, in place
+  // on the real operands; the chosen path runs last, so `out` holds its result.
+  auto seconds = [](const auto& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  in_bf16();  // first runs: oneDNN's one-time setup (AMX tile permission, scratch) is not timed
+  in_float32();
+  const double t_bf16 = std::min(seconds(in_bf16), seconds(in_bf16));
+  const double t_f32 = std::min(seconds(in_float32), seconds(in_float32));
+  const Bf16Path chosen = t_bf16 <= t_f32 ? Bf16Path::Bf16 : Bf16Path::Float32;
+  {
+    Bf16Choices& c = bf16_choices();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.path[bf16_key(kind, g, bias.defined())] = chosen;
   }
-  Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
-  run_dnnl(kind, g, a32, b32, bias32, o32);
-  cpu::copy_cast(o32, out);
+  if (chosen == Bf16Path::Bf16) in_bf16();
 }
 
 // ---------------------------------------------------------------------------

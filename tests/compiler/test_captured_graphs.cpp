@@ -1,6 +1,7 @@
 // The graph tools on graphs capture really makes: a whole train step and a
 // zoo model's forward verify cleanly, and the default passes keep them valid
-// without growing them.
+// without adding work on activations (batch-norm folding adds small ops on
+// the weights to take a whole activation pass away).
 #include <gtest/gtest.h>
 
 #include "capture_checks.h"
@@ -14,6 +15,20 @@
 namespace kiln::compiler {
 namespace {
 
+// Ops with an output of rank >= 2 whose dim 0 is the batch (the first
+// input's dim 0; the tests' batch sizes are no weight's dim 0).
+int activation_ops(const Graph& g) {
+  const int64_t batch = g.type(g.inputs.at(0)).shape.at(0);
+  int n = 0;
+  for (const Node& node : g.nodes) {
+    if (node.kind != NodeKind::Op) continue;
+    bool activation = false;
+    for (ValueId v : node.outputs) activation = activation || (g.type(v).shape.size() >= 2 && g.type(v).shape[0] == batch);
+    n += activation;
+  }
+  return n;
+}
+
 template <class F>
 void check_graphs(const Compiled<F>& compiled) {
   ASSERT_FALSE(compiled.state().variants.empty());
@@ -23,7 +38,7 @@ void check_graphs(const Compiled<F>& compiled) {
       EXPECT_EQ(verify(g), std::vector<std::string>{}) << print(g);
       Graph optimized = g;
       run_passes(optimized, default_passes());
-      EXPECT_LE(optimized.num_ops(), g.num_ops());
+      EXPECT_LE(activation_ops(optimized), activation_ops(g)) << print(optimized);
       EXPECT_EQ(optimized.inputs.size(), g.inputs.size());
       EXPECT_EQ(optimized.outputs.size(), g.outputs.size());
     }

@@ -52,7 +52,8 @@ TEST(PassPipeline, DefaultPassesCleanUp) {
 TEST(PassPipeline, DefaultPassOrder) {
   std::vector<std::string> names;
   for (const Pass& p : default_passes()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"constant_folding", "noop_removal", "cse", "copy_back_removal", "dead_code"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"constant_folding", "noop_removal", "fold_batch_norm", "cse", "copy_back_removal",
+                                      "dead_code"}));
 }
 
 TEST(PassPipeline, DumpsAfterEachPassWhenAsked) {

@@ -184,8 +184,8 @@ TEST(Conv, PrimitiveCacheIsReused) {
   EXPECT_TENSOR_CLOSE(y1, y2, 0, 0);
 }
 
-// bfloat16 runs oneDNN's bfloat16 convolutions on AVX-512 (no casts) and
-// float32 with casts on AVX2: forward with bias, both backward ops, a
+// bfloat16 runs oneDNN's bfloat16 convolutions on AVX-512 (no casts) where
+// they are faster for the layer, else float32 with casts (always on AVX2): forward with bias, both backward ops, a
 // strided and a grouped layer, against float32 on the bfloat16-rounded
 // operands (oneDNN accumulates in float32; the output is rounded once).
 TEST(Conv, Bfloat16ForwardAndBackwardMatchFloat32OnRoundedOperandsOnEveryIsa) {

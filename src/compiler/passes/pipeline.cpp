@@ -11,6 +11,7 @@
 #include "compiler/passes/copy_back_removal.h"
 #include "compiler/passes/cse.h"
 #include "compiler/passes/dead_code.h"
+#include "compiler/passes/fold_batch_norm.h"
 #include "compiler/passes/noop_removal.h"
 
 namespace kiln::compiler {
@@ -40,6 +41,7 @@ std::vector<Pass> default_passes() {
   return {
       {"constant_folding", fold_constants},
       {"noop_removal", remove_noops},
+      {"fold_batch_norm", [](Graph& g) { fold_batch_norms(g); }},
       {"cse", eliminate_common_subexpressions},
       {"copy_back_removal", [](Graph& g) { remove_unobserved_copy_backs(g); }},
       {"dead_code", eliminate_dead_code},

@@ -22,8 +22,9 @@ struct Pass {
 // the pass when the graph broke) and, under KILN_DUMP=passes, a dump.
 void run_passes(Graph& g, const std::vector<Pass>& passes);
 // Constant folding first (it makes constants for no-op removal to see),
-// then no-op removal, CSE (which merges what the two exposed) and dead-code
-// elimination last (it sweeps what the others left unused).
+// then no-op removal, eval batch norm folded into convolutions, CSE (which
+// merges what the others exposed) and dead-code elimination last (it sweeps
+// what the others left unused).
 std::vector<Pass> default_passes();
 // Whether KILN_DUMP's comma list names `what` (read on every call).
 bool dump_enabled(std::string_view what);

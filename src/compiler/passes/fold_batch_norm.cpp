@@ -1,0 +1,102 @@
+// Folding eval batch norm into the preceding convolution (fold_batch_norm.h).
+#include "compiler/passes/fold_batch_norm.h"
+
+#include <unordered_map>
+
+#include "compiler/graph/rebuilder.h"
+#include "compiler/graph/rewrite.h"
+
+namespace kiln::compiler {
+namespace {
+
+// How many nodes read each value, and which values are graph outputs.
+struct Uses {
+  std::vector<int> readers;
+  std::vector<bool> is_output;
+  explicit Uses(const Graph& g) : readers(g.values.size(), 0), is_output(g.values.size(), false) {
+    for (const Node& n : g.nodes)
+      for (ValueId v : n.inputs)
+        if (v != kNoValue) ++readers[static_cast<size_t>(v)];
+    for (ValueId v : g.outputs) is_output[static_cast<size_t>(v)] = true;
+  }
+  bool unused(ValueId v) const { return readers[static_cast<size_t>(v)] == 0 && !is_output[static_cast<size_t>(v)]; }
+};
+
+bool has_attr_input(const Node& n) { return !n.attr_inputs.empty(); }
+
+// The conv2d node that batch norm `bn` folds into, or -1.
+int foldable_conv(const Graph& g, const Node& bn, const Uses& uses, const std::vector<bool>& mutated) {
+  if (bn.kind != NodeKind::Op || bn.op != OpId::batch_norm || has_attr_input(bn) || bn.attrs.b("training")) return -1;
+  if (bn.inputs.size() < 5 || bn.inputs[3] == kNoValue || bn.inputs[4] == kNoValue) return -1;
+  if (!uses.unused(bn.outputs[1]) || !uses.unused(bn.outputs[2])) return -1;
+  const ValueId x = bn.inputs[0];
+  const Node& conv = g.producer(x);
+  if (conv.kind != NodeKind::Op || conv.op != OpId::conv2d || has_attr_input(conv)) return -1;
+  if (uses.readers[static_cast<size_t>(x)] != 1 || uses.is_output[static_cast<size_t>(x)] ||
+      mutated[static_cast<size_t>(x)])
+    return -1;
+  if (g.type(x).dtype != DType::Float32) return -1;
+  for (size_t k = 1; k < 5; ++k)
+    if (bn.inputs[k] != kNoValue && g.type(bn.inputs[k]).dtype != DType::Float32) return -1;
+  return g.values[static_cast<size_t>(x)].node;
+}
+
+}  // namespace
+
+int fold_batch_norms(Graph& g) {
+  const Uses uses(g);
+  const std::vector<bool> mutated = mutated_storage(g);
+  std::unordered_map<int, int> conv_of_bn;  // batch norm node -> conv node
+  std::vector<bool> folded_conv(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    int c = foldable_conv(g, g.nodes[i], uses, mutated);
+    if (c < 0) continue;
+    conv_of_bn[static_cast<int>(i)] = c;
+    folded_conv[static_cast<size_t>(c)] = true;
+  }
+  if (conv_of_bn.empty()) return 0;
+  Graph out;
+  {
+    Rebuilder rb(g, out);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (folded_conv[i]) continue;  // emitted at its batch norm
+      auto it = conv_of_bn.find(static_cast<int>(i));
+      if (it == conv_of_bn.end()) {
+        rb.copy_node(n);
+        continue;
+      }
+      const Node& conv = g.nodes[static_cast<size_t>(it->second)];
+      rb.begin(n);
+      const ValueId gamma = rb.mapped(n.inputs[1]), beta = rb.mapped(n.inputs[2]);
+      const ValueId mean = rb.mapped(n.inputs[3]), var = rb.mapped(n.inputs[4]);
+      const ValueId w = rb.mapped(conv.inputs[1]);
+      const ValueId cb = conv.inputs.size() > 2 ? rb.mapped(conv.inputs[2]) : kNoValue;
+      const Device dev = g.type(n.inputs[4]).device;
+      // eps as a full() node, not a tensor constant: a pass may run while a
+      // capture records, where any tensor made here would be a placeholder.
+      const ValueId eps = rb.op(OpId::full, {},
+                                Attrs()
+                                    .set("shape", Shape{})
+                                    .set("dtype", DType::Float32)
+                                    .set("device", dev.str())
+                                    .set("value", n.attrs.f("eps")));
+      ValueId s = rb.op(OpId::rsqrt, {rb.op(OpId::add, {var, eps})});
+      if (gamma != kNoValue) s = rb.op(OpId::mul, {gamma, s});
+      const int64_t channels = g.type(conv.inputs[1]).shape[0];
+      ValueId s4 = rb.op(OpId::view, {s}, Attrs().set("shape", Shape{channels, 1, 1, 1}));
+      ValueId w2 = rb.op(OpId::mul, {w, s4});
+      ValueId centered = cb != kNoValue ? rb.op(OpId::sub, {cb, mean}) : rb.op(OpId::neg, {mean});
+      ValueId b2 = rb.op(OpId::mul, {centered, s});
+      if (beta != kNoValue) b2 = rb.op(OpId::add, {b2, beta});
+      ValueId y = rb.op(OpId::conv2d, {rb.mapped(conv.inputs[0]), w2, b2}, conv.attrs);
+      rb.set(n.outputs[0], y);
+    }
+    for (ValueId v : g.outputs) out.outputs.push_back(rb.mapped(v));
+  }
+  out.name = g.name;
+  g = std::move(out);
+  return static_cast<int>(conv_of_bn.size());
+}
+
+}  // namespace kiln::compiler
