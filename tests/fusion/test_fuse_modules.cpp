@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fusion/fusion_testing.h"
+#include "kiln/compile.h"
 #include "kiln/fusion.h"
 #include "kiln/kiln.h"
 #include "ops/conv_fused.h"
@@ -141,6 +142,30 @@ TEST(FuseModules, SharedConvOutputIsNotFused) {
   fused->forward(x);
   EXPECT_TRUE(fused->fused().empty());
   EXPECT_TENSOR_CLOSE(fused->forward(x), want, 0, 0);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A compiled graph never folds a batch norm into a conv2d whose activation
+// post-op comes between them (the fold_batch_norm pass skips it).
+TEST(ConvPostOp, CompiledBatchNormAfterFusedActivationIsNotFolded) {
+  manual_seed(4);
+  Conv2dParams p;
+  Tensor w = randn({4, 3, 3, 3}), b = randn({4});
+  Tensor mean = randn({4}), var = add(rand({4}), 0.5), gamma = randn({4}), beta = randn({4});
+  auto f = [&](const Tensor& x) {
+    return batch_norm(conv2d_fused(x, w, b, p, "relu"), gamma, beta, mean, var, false, 0.1, 1e-5);
+  };
+  NoGradGuard no_grad;
+  Tensor x = randn({2, 3, 8, 8});
+  Tensor want = f(x);
+  auto compiled = compile(f);
+  EXPECT_TENSOR_CLOSE(compiled(x), want, 1e-5, 1e-5);
+  EXPECT_TENSOR_CLOSE(compiled(x), want, 1e-5, 1e-5);
 }
 
 }  // namespace

@@ -257,8 +257,9 @@ TEST(LayerFusion, AotBackwardOfACompiledForwardLeavesFrozenLayersWithoutGrads) {
   for (size_t i = 0; i < pe.size(); ++i) {
     ASSERT_EQ(pc[i].second.grad().defined(), pc[i].second.requires_grad()) << pc[i].first;
     ASSERT_EQ(pe[i].second.grad().defined(), pc[i].second.grad().defined()) << pc[i].first;
-    if (pe[i].second.grad().defined())
+    if (pe[i].second.grad().defined()) {
       EXPECT_TENSOR_CLOSE(pc[i].second.grad(), pe[i].second.grad(), 1e-4, 1e-4) << pc[i].first;
+    }
   }
 }
 
