@@ -44,6 +44,16 @@ struct ExplainGraph {
   std::vector<std::string> inputs;  // each graph input's guard ("input 0: f32[8, 3] requires_grad=false")
 };
 
+// A kernel the cpp backend fused (src/compiler/schedule): the graph's ops it
+// computes in one loop nest, and the bytes of their intermediate values it
+// never writes to memory (at the capture shapes).
+struct ExplainFusedKernel {
+  std::string graph;              // the graph's name (ExplainGraph::name)
+  std::string kernel;             // its name in the generated code: k0, k1, ...
+  std::vector<std::string> ops;   // the ops it covers, in graph order ("mul", "add", "relu")
+  int64_t bytes_not_written = 0;  // values of those ops that stay in registers
+};
+
 struct ExplainBreak {
   std::string op;        // the op whose result was read ("sum"; "input" for a graph input)
   std::string reason;    // what read it: "item()", "data_ptr()", printing
@@ -66,6 +76,10 @@ struct ExplainReport {
   // graph holds a backward.
   int64_t saved_bytes_eager = 0;
   int64_t saved_bytes_partitioned = 0;
+  std::string backend;  // CompileOptions::backend of the compile
+  // Backend "cpp": every generated kernel that covers more than one op, over
+  // all graphs. Empty for the interpreter, which runs each op on its kernel.
+  std::vector<ExplainFusedKernel> fused_kernels;
 
   // The human summary: counts, graph breaks with reasons, guards, op counts, graphs.
   std::string str() const;

@@ -84,6 +84,11 @@ class Module : public std::enable_shared_from_this<Module> {
   LoadStateDictResult load_state_dict(const TensorDict& state, bool strict = true);
 
   int64_t num_parameters() const;
+  // Replaces the registered parameter `name` of this module (not of a child)
+  // with `t`, which may be another module's parameter: weight tying
+  // (kiln::fusion's tie policy). A layer that keeps the tensor in a member
+  // (Conv2d::weight) must have the member set too. kiln::Error for an unknown name.
+  void replace_parameter(const std::string& name, Tensor t);
   // A tree of modules with their parameter shapes, like print(model) in torch.
   std::string str() const;
 
@@ -157,6 +162,10 @@ class Conv2d : public Module {
   Tensor forward(const Tensor& x) override;
   Conv2dOptions options;
   Tensor weight, bias;
+  // Set by nn::fuse_modules (kiln/fusion.h): "relu" or "gelu" is applied as
+  // the convolution's oneDNN post-op while a fused model's forward runs;
+  // empty: none.
+  std::string fused_activation;
 };
 
 class Linear : public Module {
@@ -175,6 +184,9 @@ class BatchNorm2d : public Module {
   Tensor forward(const Tensor& x) override;
   BatchNorm2dOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // Set by nn::fuse_modules when the running statistics were folded into the
+  // preceding convolution: forward is the identity, eval mode only.
+  bool folded = false;
 };
 
 class ReLU : public Module {

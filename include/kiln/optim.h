@@ -19,6 +19,12 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<Tensor>& params() const { return params_; }
+  // Replaces the parameter list (after Layer Fusion froze or tied some):
+  // a parameter in both lists keeps its state, one that left loses it, and
+  // state is made only for parameters that require grad.
+  void set_params(std::vector<Tensor> params);
+  // Parameters that hold optimizer state (momentum buffers, moments).
+  virtual int64_t num_state_tensors() const = 0;
   // Per-parameter state ("momentum_buffer.3", "exp_avg.0", "step", ...) and
   // hyper-parameters, for checkpoints; load checks names and shapes.
   virtual nn::TensorDict state_dict() const = 0;
@@ -28,6 +34,10 @@ class Optimizer {
   // Parameter i's gradient (undefined: skip it this step), checked against
   // the parameter's shape; `opt` names the optimizer in the error.
   Tensor grad_of(size_t i, const char* opt) const;
+
+  // Moves each parameter's state to its new index (from[i]: parameter i's
+  // index in the old list, or -1), after params_ changed.
+  virtual void reindex_state(const std::vector<int64_t>& from) = 0;
 
   std::vector<Tensor> params_;
   double lr_;
@@ -52,9 +62,11 @@ class SGD : public Optimizer {
   void step() override;
   nn::TensorDict state_dict() const override;
   void load_state_dict(const nn::TensorDict& state) override;
+  int64_t num_state_tensors() const override;
   SGDOptions options;
 
  private:
+  void reindex_state(const std::vector<int64_t>& from) override;
   void zero_missing_buffers();
   std::vector<Tensor> momentum_buffers_;
   // Whether a parameter's buffer holds a step's momentum (a buffer made as
@@ -80,9 +92,11 @@ class AdamW : public Optimizer {
   void step() override;
   nn::TensorDict state_dict() const override;
   void load_state_dict(const nn::TensorDict& state) override;
+  int64_t num_state_tensors() const override;
   AdamWOptions options;
 
  private:
+  void reindex_state(const std::vector<int64_t>& from) override;
   void zero_missing_state();
   int64_t step_ = 0;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;

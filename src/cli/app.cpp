@@ -133,6 +133,7 @@ struct Invocation {
   DataOptions data;
   BenchOpsOptions bench_ops;
   BenchModelsOptions bench_models;
+  BenchFusionOptions bench_fusion;
   ExplainCmdOptions explain;
   ReportOptions report;
   CacheCmdOptions cache;
@@ -144,6 +145,7 @@ struct Invocation {
   CLI::App* data_get_cmd = nullptr;
   CLI::App* bench_ops_cmd = nullptr;
   CLI::App* bench_models_cmd = nullptr;
+  CLI::App* bench_fusion_cmd = nullptr;
   CLI::App* explain_cmd = nullptr;
   CLI::App* report_cmd = nullptr;
   CLI::App* cache_cmd = nullptr;
@@ -158,6 +160,22 @@ void add_device(CLI::App* cmd, std::string& device, const std::string& what) {
       ->check(one_of({"cpu", "cuda"}, "device"))
       ->type_name("NAME")
       ->default_str(device);
+}
+
+// --layer-fusion-topk/-at/-policy (docs/layer-fusion.md).
+void add_layer_fusion(CLI::App* t, TrainOptions& o) {
+  add_integer<int64_t>(t, "--layer-fusion-topk", [&o](int64_t v) { o.layer_fusion_topk = v; }, 0, kInt64Max,
+                       "Layer Fusion: freeze (or tie) one layer of each of the K most similar layer pairs, by the "
+                       "cosine similarity of their weights (0: off; docs/layer-fusion.md)")
+      ->default_str("0");
+  add_integer<int64_t>(t, "--layer-fusion-at", [&o](int64_t v) { o.layer_fusion_at = v; }, 0, kMaxEpochs,
+                       "apply Layer Fusion at the start of this epoch, counted from 0 (0: before training)")
+      ->default_str("0");
+  t->add_option("--layer-fusion-policy", o.layer_fusion_policy,
+                "freeze (the later layer of a pair stops training) or tie (it shares the earlier layer's weight)")
+      ->check(one_of({"freeze", "tie"}, "layer fusion policy"))
+      ->type_name("NAME")
+      ->default_str(o.layer_fusion_policy);
 }
 
 void add_train(CLI::App& app, Invocation& inv) {
@@ -233,6 +251,7 @@ void add_train(CLI::App& app, Invocation& inv) {
       ->check(one_of({"cpp", "interpreter"}, "backend"))
       ->needs(compile)
       ->type_name("NAME");
+  add_layer_fusion(t, o);
   t->footer(kEnvironmentHelp);
 }
 
@@ -281,6 +300,26 @@ void add_data(CLI::App& app, Invocation& inv) {
       ->check(one_of({"cifar10"}, "data set"))
       ->type_name("NAME");
   get->add_option("--dir", o.dir, dir_help)->type_name("DIR");
+}
+
+// kiln bench fusion (docs/layer-fusion.md).
+void add_bench_fusion(CLI::App* bench, Invocation& inv) {
+  BenchFusionOptions& f = inv.bench_fusion;
+  CLI::App* c = bench->add_subcommand(
+      "fusion", "Layer Fusion's train step and fuse_modules' eval forward against the plain model, side by side");
+  inv.bench_fusion_cmd = c;
+  c->add_option("--model", f.model, "tutorial|resnet18|airbench (default airbench)")
+      ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
+      ->type_name("NAME");
+  c->add_option("--width", f.width, "airbench's width multiplier (default 0.25)")
+      ->check(CLI::Range(0.0625, kMaxWidth))
+      ->type_name("W");
+  add_integer<int64_t>(c, "--batch", [&f](int64_t v) { f.batch = v; }, 1, 65536, "images per step (default 128)");
+  add_integer<int64_t>(c, "--layer-fusion-topk", [&f](int64_t v) { f.topk = v; }, 0, 1000000,
+                       "layer pairs to freeze (default 2)");
+  add_integer<int>(c, "--rounds", [&f](int v) { f.rounds = v; }, 1, 1000, "alternating timing rounds; the speed-up is the median of their ratios (default 11)");
+  add_integer<int>(c, "--steps", [&f](int v) { f.steps = v; }, 1, 1000, "calls per round and side (default 2)");
+  c->add_flag("--json", f.json, "one JSON object with every figure");
 }
 
 void add_bench(CLI::App& app, Invocation& inv) {
@@ -339,6 +378,7 @@ void add_bench(CLI::App& app, Invocation& inv) {
       ->check(one_of({"cpp", "interpreter"}, "backend"))
       ->type_name("NAME");
   add_device(models, m.device, "where the models run");
+  add_bench_fusion(bench, inv);
 }
 
 void add_explain(CLI::App& app, Invocation& inv) {
@@ -350,6 +390,11 @@ void add_explain(CLI::App& app, Invocation& inv) {
       ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
       ->type_name("NAME")
       ->default_str(o.model);
+  e->add_option("--backend", o.backend, "interpreter (each op on its eager kernel) or cpp (generated, fused kernels: "
+                                        "lists each fused kernel, its ops and the bytes it does not write)")
+      ->check(one_of({"interpreter", "cpp"}, "backend"))
+      ->type_name("NAME")
+      ->default_str(o.backend);
   e->add_flag("--train", o.train,
               "compile one whole train step (loss, zero_grad, backward, SGD step with the model's recipe) and call "
               "it twice, instead of the eval-mode forward");
@@ -489,6 +534,7 @@ int dispatch(const Invocation& inv, const CLI::App& app) {
   if (inv.data_get_cmd->parsed()) return run_data_get(inv.data);
   if (inv.bench_ops_cmd->parsed()) return run_bench_ops(inv.bench_ops);
   if (inv.bench_models_cmd->parsed()) return run_bench_models(inv.bench_models);
+  if (inv.bench_fusion_cmd->parsed()) return run_bench_fusion(inv.bench_fusion);
   if (inv.explain_cmd->parsed()) return run_explain(inv.explain);
   if (inv.report_cmd->parsed()) return run_report(inv.report);
   if (inv.cache_cmd->parsed()) return run_cache(inv.cache);

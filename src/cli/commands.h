@@ -47,6 +47,17 @@ struct BenchModelsOptions {
   std::string backend = "cpp";  // what compiled modes run on: cpp (generated kernels) | interpreter
 };
 
+// kiln bench fusion (src/cli/bench_fusion.cpp, docs/layer-fusion.md).
+struct BenchFusionOptions {
+  std::string model = "airbench";
+  double width = 0.25;  // airbench's
+  int64_t batch = 128;
+  int64_t topk = 2;     // Layer Fusion pairs frozen
+  int rounds = 11;      // alternating timing rounds (the speed-up is their median ratio)
+  int steps = 2;        // calls per round and side
+  bool json = false;
+};
+
 struct ExplainCmdOptions {
   std::string model = "tutorial";
   bool train = false;  // a whole train step instead of the eval forward
@@ -54,6 +65,7 @@ struct ExplainCmdOptions {
   std::string html;    // write the HTML report here
   bool json = false;
   bool dynamic = false;
+  std::string backend = "interpreter";  // interpreter | cpp (lists the fused kernels)
 };
 
 struct ReportOptions {
@@ -92,6 +104,8 @@ int run_bench_models(const BenchModelsOptions& o);
 // kiln report: eager against compiled, training curves, layer fusion, the compiled graphs,
 // the machine, as one self-contained HTML page (docs/report.md).
 int run_report(const ReportOptions& o);
+// kiln bench fusion: Layer Fusion's train step and fuse_modules' eval forward against the plain model.
+int run_bench_fusion(const BenchFusionOptions& o);
 // kiln explain --model ...: what kiln::compile makes of a zoo model (docs/explain.md).
 int run_explain(const ExplainCmdOptions& o);
 // What kiln explain reports for o (the report without the printing; kiln report's graph section).

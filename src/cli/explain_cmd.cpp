@@ -48,7 +48,7 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
 ExplainReport explain_model(const ExplainCmdOptions& o) {
   manual_seed(0);
   ExplainOptions eo;
-  eo.compile(CompileOptions().dynamic(o.dynamic).name(o.model + (o.train ? "_train_step" : "_forward")));
+  eo.compile(CompileOptions().dynamic(o.dynamic).backend(o.backend).name(o.model + (o.train ? "_train_step" : "_forward")));
   return o.train ? explain_train_step(o, eo) : explain_forward(o, eo);
 }
 

@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_line.h"
+#include "kiln/fusion.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -120,6 +121,24 @@ EvalResult evaluate(nn::Module& model, TrainStep& step, const data::ImageDataset
           secs > 0 ? static_cast<double>(seen) / secs : 0.0};
 }
 
+// --layer-fusion-topk: freezes (or ties) the pairs, tells the optimizer, which
+// keeps the state of the parameters that still train, and prints the pairs.
+void apply_layer_fusion(const TrainOptions& o, nn::Module& model, optim::Optimizer& opt, int64_t epoch) {
+  fusion::Policy policy = fusion::parse_policy(o.layer_fusion_policy);
+  auto pairs = fusion::freeze_similar(model, o.layer_fusion_topk, policy);
+  opt.set_params(fusion::trainable_parameters(model));
+  if (o.json) {
+    JsonLine list = JsonLine::array();
+    for (const auto& p : pairs) list.push_back({{"a", p.a}, {"b", p.b}, {"cosine", p.cosine}});
+    print_json_line({{"layer_fusion", {{"pairs", list}}}});
+    return;
+  }
+  std::printf("layer fusion at epoch %lld (%s the second layer of each pair):\n", static_cast<long long>(epoch),
+              fusion::policy_name(policy));
+  for (const auto& p : pairs) std::printf("  %s ~ %s  cosine %.6f\n", p.a.c_str(), p.b.c_str(), p.cosine);
+  if (pairs.empty()) std::printf("  no two layers have the same weight shape\n");
+}
+
 // Checkpoints hold host tensors, wherever the model trains.
 nn::TensorDict prefixed(const nn::TensorDict& d, const std::string& prefix) {
   nn::TensorDict out;
@@ -177,6 +196,9 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   Recipe r = recipe_for(o.model);
   int64_t batch = o.batch.value_or(r.batch);
   KILN_CHECK(batch > 0 && o.epochs > 0, "train: --batch and --epochs must be positive");
+  KILN_CHECK(o.layer_fusion_topk == 0 || o.layer_fusion_at < o.epochs, "train: --layer-fusion-at ", o.layer_fusion_at,
+             " is not before the last epoch (--epochs ", o.epochs, "), so Layer Fusion would never apply; ",
+             "use an epoch from 0 to ", o.epochs - 1);
   // drop_last: a batch larger than the set would train 0 steps and report nonsense.
   KILN_CHECK(batch <= train_set.size(), "train: batch ", batch, " is larger than the training set (",
              train_set.size(), " images in ", train_set.source, "), so no step would run; use --batch ",
@@ -234,6 +256,10 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     KILN_CHECK(meta["model"] == o.model, "train --resume: ", o.resume, " holds a '", meta["model"],
                "' checkpoint, not '", o.model, "'; pass the same --model");
     first_epoch = finished_epochs(meta, o.resume);
+    KILN_CHECK(o.layer_fusion_topk == 0 || first_epoch <= o.layer_fusion_at, "train --resume: the checkpoint ",
+               "finished ", first_epoch, " epochs, past --layer-fusion-at ", o.layer_fusion_at,
+               ", and it does not record which layers were frozen or tied; resume without Layer Fusion, or apply it ",
+               "at epoch ", first_epoch, " or later");
     model->load_state_dict(with_prefix(ck, "model."));
     opt->load_state_dict(with_prefix(ck, "optim."));
     KILN_CHECK(first_epoch < o.epochs, "train --resume: the checkpoint already finished ", first_epoch,
@@ -260,6 +286,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   auto wall0 = Clock::now();
   model->train();
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    if (o.layer_fusion_topk > 0 && epoch == o.layer_fusion_at) apply_layer_fusion(o, *model, *opt, epoch);
     loader.start_epoch(epoch);
     Progress bar(tty, epoch + 1, o.epochs, steps_per_epoch);
     auto t0 = Clock::now();

@@ -38,6 +38,11 @@ struct TrainOptions {
   CompileChoice compile;       // --compile [--mode M] [--backend B]
   bool quiet = false;          // print nothing on stdout (a caller such as kiln report shows its own progress)
   std::function<void(const EpochRecord&)> on_epoch;  // called after each epoch's evaluation
+  // Layer Fusion (docs/layer-fusion.md): at the start of epoch layer_fusion_at,
+  // freeze_similar(model, layer_fusion_topk, policy); topk 0: off.
+  int64_t layer_fusion_topk = 0;
+  int64_t layer_fusion_at = 0;
+  std::string layer_fusion_policy = "freeze";  // freeze | tie
 };
 
 // A zoo model's training recipe (docs/training.md); `kiln explain --train`

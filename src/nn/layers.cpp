@@ -5,7 +5,9 @@
 #include <cstdlib>
 
 #include "kiln/nn.h"
+#include "nn/fused_activation.h"
 #include "nn/repr.h"
+#include "ops/conv_fused.h"
 
 namespace kiln::nn {
 
@@ -64,6 +66,15 @@ Tensor Conv2d::forward(const Tensor& x) {
   p.padding = options.padding();
   p.dilation = options.dilation();
   p.groups = options.groups();
+  // The post-op only inside a fused model's forward, which skips the
+  // activation op that follows (nn/fused_activation.h); called on its own
+  // the layer computes what it always did.
+  if (!fused_activation.empty())
+    if (detail::FusedActivationMode* mode = detail::active_fused_activation_mode()) {
+      Tensor y = conv2d_fused(x, weight, bias, p, fused_activation);
+      mode->expect_activation(y, fused_activation);
+      return y;
+    }
   return conv2d(x, weight, bias, p);
 }
 
@@ -105,6 +116,12 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   KILN_CHECK(x.defined() && x.dim() == 4 && x.size(1) == options.num_features(), "BatchNorm2d(",
              options.num_features(), "): expected a 4-D input (N, C, H, W) with C = ", options.num_features(),
              ", got ", x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
+  if (folded) {
+    KILN_CHECK(!is_training(), "BatchNorm2d(", options.num_features(), "): its statistics were folded into the ",
+               "preceding convolution by nn::fuse_modules, so it cannot train; fuse a copy of the model for inference ",
+               "and train the original");
+    return x;
+  }
   bool use_batch_stats = is_training() || !running_mean.defined();
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard no_grad;

@@ -268,6 +268,19 @@ LoadStateDictResult Module::load_state_dict(const TensorDict& state, bool strict
   return {missing, unexpected};
 }
 
+void Module::replace_parameter(const std::string& name, Tensor t) {
+  for (auto& [n, p] : params_)
+    if (n == name) {
+      KILN_CHECK(!p.defined() || !t.defined() || p.shape() == t.shape(), type_name_, ": replace_parameter(\"", name,
+                 "\"): the new tensor has shape ", shape_str(t.shape()), " but the parameter has shape ",
+                 shape_str(p.shape()));
+      p = std::move(t);
+      return;
+    }
+  KILN_FAIL(type_name_, ": replace_parameter(\"", name, "\"): no parameter of that name in this module (",
+            "children's parameters are replaced on the child)");
+}
+
 int64_t Module::num_parameters() const {
   int64_t n = 0;
   for (const Tensor& t : parameters()) n += t.numel();

@@ -14,6 +14,12 @@
 // the CPU has them (AVX-512: avx512_core_bf16 natively, else emulated), with
 // no cast of the operands; elsewhere, and for float16, it computes in
 // float32 and casts.
+//
+// conv2d takes an optional attribute `activation` ("relu" | "gelu", the erf
+// GELU): in float32 the activation runs as a oneDNN eltwise post-op of the
+// same primitive, so the pre-activation output is never written to memory
+// (other dtypes apply it after). nn::fuse_modules (kiln/fusion.h) sets it;
+// the derivative recomputes the pre-activation output.
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
@@ -28,6 +34,7 @@
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
+#include "ops/conv_fused.h"
 #include "ops/dnnl/dnnl_utils.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
@@ -97,6 +104,16 @@ Conv2dParams conv_params(const Attrs& a) {
   return p;
 }
 
+// The fused activation: 0 none, 1 relu, 2 gelu (erf); kiln::Error for another name.
+enum class Activation : int64_t { None = 0, Relu = 1, Gelu = 2 };
+Activation activation_of(const Attrs& a) {
+  if (!a.has("activation")) return Activation::None;
+  const std::string& s = a.s("activation");
+  if (s == "relu") return Activation::Relu;
+  if (s == "gelu") return Activation::Gelu;
+  KILN_FAIL("conv2d: activation '", s, "' is not a fusable post-op; use \"relu\" or \"gelu\" (erf)");
+}
+
 void check_float(const Tensor& t, const char* op, const char* what) {
   KILN_CHECK(is_floating(t.dtype()), op, ": ", what, " must be a floating tensor, got ", dtype_name(t.dtype()),
              shape_str(t.shape()), "; cast it with .to(DType::Float32)");
@@ -144,7 +161,7 @@ dnnl::primitive_attr user_scratchpad_attr() {
 }
 
 dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bias, DataType dt,
-                                                     dnnl::algorithm alg) {
+                                                     dnnl::algorithm alg, Activation act = Activation::None) {
   using cf = dnnl::convolution_forward;
   auto pk = dnnl::prop_kind::forward_training;
   cf::desc desc = bias ? cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt),
@@ -152,7 +169,14 @@ dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bi
                                   d.dilates, d.pad_l, d.pad_r)
                        : cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt), any_md(d.dst, dt), d.strides,
                                   d.dilates, d.pad_l, d.pad_r);
-  return cf::primitive_desc(desc, user_scratchpad_attr(), onednn::cpu_engine());
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (act != Activation::None) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, act == Activation::Relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
+                       0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  return cf::primitive_desc(desc, attr, onednn::cpu_engine());
 }
 
 // convolution_auto lets oneDNN choose Winograd where it is faster; fall back
@@ -199,10 +223,11 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, const dnnl::co
 
 // A dnnl::error (no implementation for this data type on this CPU) escapes
 // get_entry before anything is cached.
-std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt) {
+std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
+                                     Activation act = Activation::None) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
-                           bias ? 1 : 0, static_cast<int64_t>(dt)};
+                           bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act)};
   return onednn::cached<ConvEntry>(key, [&]() {
     auto e = std::make_shared<ConvEntry>();
     e->kind = kind;
@@ -212,6 +237,8 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
     memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
     auto fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
+      if (act != Activation::None)
+        fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act); });
       e->prim = dnnl::convolution_forward(fwd);
       e->scratch_md = fwd.scratchpad_desc();
       e->a_md = fwd.src_desc(), e->b_md = fwd.weights_desc(), e->c_md = fwd.dst_desc();
@@ -234,8 +261,8 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
 // Runs one cached primitive: a and b are the two inputs (contiguous, user
 // layouts, of data type dt), c the contiguous output of that type.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-              DataType dt = DataType::f32) {
-  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt);
+              DataType dt = DataType::f32, Activation act = Activation::None) {
+  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
   memory a_user = onednn::wrap(e->a_user, a), b_user = onednn::wrap(e->b_user, b);
   memory c_user = onednn::wrap(e->c_user, c);
@@ -430,15 +457,28 @@ Bf16Path bf16_path(Kind kind, const ConvGeom& g, bool bias) {
   return p;
 }
 
-// Computes `out` = kind(a, b, bias) in the right precision.
+// Applies a fused activation in place where no oneDNN post-op ran.
+void apply_activation(Activation act, const Tensor& out) {
+  if (act == Activation::None) return;
+  Tensor y = act == Activation::Relu ? relu(out) : gelu(out);
+  cpu::copy_cast(y, out);
+}
+
+// Computes `out` = act(kind(a, b, bias)) in the right precision.
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out) {
+                  const Tensor& out, Activation act = Activation::None) {
   if (out.numel() == 0) return;
+  if (act != Activation::None && out.dtype() != DType::Float32) {
+    conv_compute(kind, g, a, b, bias, out);
+    apply_activation(act, out);
+    return;
+  }
   if (a.numel() == 0 || b.numel() == 0) {
     // An empty reduction (no input channels or no batch): zeros, plus the
     // bias for a forward convolution.
     std::memset(out.data_ptr(), 0, out.nbytes());
     if (kind == Kind::Forward && bias.defined()) cpu::copy_cast(bias.view({1, g.O, 1, 1}), out);
+    apply_activation(act, out);
     return;
   }
   if (out.dtype() == DType::Float64) {
@@ -454,7 +494,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   auto in_float32 = [&] {
     Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias);
     if (out.dtype() == DType::Float32) {
-      run_dnnl(kind, g, a32, b32, bias32, out);
+      run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act);
       return;
     }
     Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
@@ -501,6 +541,7 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   KILN_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
              dtype_name(w.dtype()), "; cast them to one dtype");
   ConvGeom g = conv_geometry(x.shape(), w.shape(), a, "conv2d");
+  activation_of(a);  // checks the name
   if (in.size() > 2 && in[2].defined()) {
     const Tensor& b = in[2];
     KILN_CHECK(b.dim() == 1 && b.shape()[0] == g.O, "conv2d: bias must be [", g.O, "] (one per output channel), got ",
@@ -513,13 +554,20 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   ConvGeom g = conv_geometry(in[0].shape(), in[1].shape(), a, "conv2d");
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0]);
+  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a));
 }
-Tensors conv2d_back(const BackwardCtx& c, TensorSpan g) {
+Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   Tensors out(c.input_metas.size());
+  // A fused activation: the gradient at the pre-activation output, which is
+  // recomputed (the fused forward never wrote it).
+  Tensors g(grads.begin(), grads.end());
+  if (Activation act = activation_of(c.attrs); act != Activation::None) {
+    Tensor z = conv2d(x, w, c.input_metas.size() > 2 ? c.inputs[2] : Tensor(), p);
+    g[0] = act == Activation::Relu ? where(gt(z, 0.0), g[0], zeros_like(g[0])) : gelu_backward(g[0], z);
+  }
   if (c.needs_grad[0]) out[0] = conv2d_backward_input(g[0], w, x.shape(), p);
   if (c.needs_grad[1]) out[1] = conv2d_backward_weight(g[0], x, w.shape(), p);
   if (out.size() > 2 && c.needs_grad[2]) out[2] = sum(g[0], {0, 2, 3});
@@ -597,6 +645,15 @@ void register_conv_ops() {
 }
 
 // ---- public functions ----
+Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p,
+                    const std::string& activation) {
+  KILN_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
+  Tensors in{x, weight};
+  if (bias.defined()) in.push_back(bias);
+  Attrs a = conv_attrs(p);
+  if (!activation.empty()) a.set("activation", activation);
+  return dispatch1(OpId::conv2d, std::move(in), a);
+}
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   KILN_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
   Tensors in{x, weight};

@@ -27,10 +27,30 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& o) : Optimizer(std:
 void AdamW::zero_missing_state() {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (exp_avg_[i].defined()) continue;
+    if (exp_avg_[i].defined() || !params_[i].requires_grad()) continue;  // frozen: no moments
     exp_avg_[i] = zeros_like(params_[i]);
     exp_avg_sq_[i] = zeros_like(params_[i]);
   }
+}
+
+void AdamW::reindex_state(const std::vector<int64_t>& from) {
+  std::vector<Tensor> m(params_.size()), v(params_.size());
+  std::vector<int64_t> steps(params_.size(), 0);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (from[i] >= 0 && params_[i].requires_grad()) {
+      auto j = static_cast<size_t>(from[i]);
+      m[i] = exp_avg_[j], v[i] = exp_avg_sq_[j], steps[i] = param_steps_[j];
+    }
+  exp_avg_ = std::move(m);
+  exp_avg_sq_ = std::move(v);
+  param_steps_ = std::move(steps);
+  zero_missing_state();
+}
+
+int64_t AdamW::num_state_tensors() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < exp_avg_.size(); ++i) n += exp_avg_[i].defined() + exp_avg_sq_[i].defined();
+  return n;
 }
 
 void AdamW::step() {
@@ -42,6 +62,10 @@ void AdamW::step() {
     Tensor& p = params_[i];
     Tensor g = grad_of(i, "AdamW");
     if (!g.defined()) continue;
+    if (!exp_avg_[i].defined()) {  // made without state (frozen then), trained now
+      exp_avg_[i] = zeros_like(p);
+      exp_avg_sq_[i] = zeros_like(p);
+    }
     Tensor& m = exp_avg_[i];
     Tensor& v = exp_avg_sq_[i];
     const int64_t t = ++param_steps_[i];

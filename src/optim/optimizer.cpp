@@ -1,13 +1,14 @@
 // Optimizer base and the state-dict checks the optimizers share.
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "optim/state.h"
 
 namespace kiln::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
-  KILN_CHECK(lr >= 0, "optimizer: lr must be >= 0, got ", lr);
+namespace {
+void check_params(const std::vector<Tensor>& params_) {
   std::unordered_set<const TensorImpl*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
@@ -19,6 +20,23 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
     KILN_CHECK(seen.insert(p.impl()).second, "optimizer: parameter ", i, " ", shape_str(p.shape()),
                " appears more than once in the list; pass each parameter once (module.parameters() does)");
   }
+}
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+  KILN_CHECK(lr >= 0, "optimizer: lr must be >= 0, got ", lr);
+  check_params(params_);
+}
+
+void Optimizer::set_params(std::vector<Tensor> params) {
+  check_params(params);
+  std::unordered_map<const TensorImpl*, int64_t> old;
+  for (size_t i = 0; i < params_.size(); ++i) old[params_[i].impl()] = static_cast<int64_t>(i);
+  std::vector<int64_t> from(params.size(), -1);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (auto it = old.find(params[i].impl()); it != old.end()) from[i] = it->second;
+  params_ = std::move(params);
+  reindex_state(from);
 }
 
 Tensor Optimizer::grad_of(size_t i, const char* opt) const {

@@ -27,8 +27,28 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
 void SGD::zero_missing_buffers() {
   if (options.momentum() == 0 || options.dampening() != 0) return;
   NoGradGuard no_grad;
+  // A frozen parameter (Layer Fusion) gets no buffer: it never gets a grad.
   for (size_t i = 0; i < params_.size(); ++i)
-    if (!momentum_buffers_[i].defined()) momentum_buffers_[i] = zeros_like(params_[i]);
+    if (!momentum_buffers_[i].defined() && params_[i].requires_grad()) momentum_buffers_[i] = zeros_like(params_[i]);
+}
+
+void SGD::reindex_state(const std::vector<int64_t>& from) {
+  std::vector<Tensor> buffers(params_.size());
+  std::vector<bool> used(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (from[i] >= 0 && params_[i].requires_grad()) {
+      buffers[i] = momentum_buffers_[static_cast<size_t>(from[i])];
+      used[i] = buffer_used_[static_cast<size_t>(from[i])];
+    }
+  momentum_buffers_ = std::move(buffers);
+  buffer_used_ = std::move(used);
+  zero_missing_buffers();
+}
+
+int64_t SGD::num_state_tensors() const {
+  int64_t n = 0;
+  for (const Tensor& b : momentum_buffers_) n += b.defined();
+  return n;
 }
 
 void SGD::step() {

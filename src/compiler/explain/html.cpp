@@ -62,6 +62,20 @@ std::string explain_html(const ExplainReport& r, const std::string& title) {
   for (const std::string& g : r.guards) h += "<li><code>" + escape(g) + "</code></li>\n";
   h += "</ul>\n";
 
+  h += "<h2>Fused kernels</h2>\n";
+  if (r.fused_kernels.empty()) {
+    h += "<p>none (backend " + escape(r.backend) + ")</p>\n";
+  } else {
+    h += "<table><tr><th>graph</th><th>kernel</th><th>ops it covers</th><th>intermediate bytes not written</th></tr>\n";
+    for (const ExplainFusedKernel& f : r.fused_kernels) {
+      std::string ops;
+      for (const std::string& op : f.ops) ops += (ops.empty() ? "" : " + ") + op;
+      h += "<tr><td>" + escape(f.graph) + "</td><td>" + escape(f.kernel) + "</td><td>" + escape(ops) + "</td><td>" +
+           std::to_string(f.bytes_not_written) + "</td></tr>\n";
+    }
+    h += "</table>\n";
+  }
+
   h += "<h2>Op counts</h2>\n<table><tr><th>op</th><th>count</th></tr>\n";
   for (const auto& [name, n] : r.ops) h += "<tr><td>" + escape(name) + "</td><td>" + std::to_string(n) + "</td></tr>\n";
   h += "</table>\n";

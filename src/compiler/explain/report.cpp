@@ -6,6 +6,8 @@
 
 #include "compiler/capture/compiled_state.h"
 #include "compiler/aot/saved_bytes.h"
+#include "compiler/backend/cpp_executable.h"
+#include "compiler/explain/fused_kernels.h"
 #include "compiler/graph/dot.h"
 #include "compiler/graph/printer.h"
 #include "kiln/explain.h"
@@ -57,6 +59,7 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
   r.recompiles = state.stats.recompiles;
   r.fell_back = state.stats.fell_back;
   r.fallback_reason = state.stats.fallback_reason;
+  r.backend = state.options.backend();
 
   // Variants share the segments before the point where they diverged: each
   // segment is reported once, under the first variant that holds it.
@@ -82,6 +85,9 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
       for (const compiler::Node& node : g.nodes)
         if (node.kind == compiler::NodeKind::Op) ++r.ops[op_name(node.op)];
       if (s.ends_in_break) r.graph_breaks.push_back({s.break_op, s.break_what, s.break_where});
+      // The cpp backend's fused kernels, as its scheduler made them.
+      if (auto* cpp = dynamic_cast<const compiler::CppExecutable*>(s.interpreter.get()))
+        for (ExplainFusedKernel& f : fused_kernels(eg.name, cpp->program())) r.fused_kernels.push_back(std::move(f));
       r.graphs.push_back(std::move(eg));
       scalars.push_back(scalar_inputs_str(g));
     }

@@ -59,6 +59,21 @@ std::string ExplainReport::str() const {
   s += "  eager autograd:      " + bytes_str(saved_bytes_eager) + "\n";
   s += "  partitioned forward: " + bytes_str(saved_bytes_partitioned) + "\n";
 
+  s += "\nfused kernels (backend " + backend + "):\n";
+  if (fused_kernels.empty())
+    s += backend == "cpp" ? "  none: no two ops shared a loop nest\n"
+                          : "  none: this backend runs each op on its own kernel; compile with backend(\"cpp\") to fuse\n";
+  int64_t not_written = 0;
+  for (const ExplainFusedKernel& f : fused_kernels) {
+    std::string ops_list;
+    for (const std::string& op : f.ops) ops_list += (ops_list.empty() ? "" : " + ") + op;
+    s += "  " + f.graph + "/" + f.kernel + ": " + ops_list + "; does not write " + bytes_str(f.bytes_not_written) + "\n";
+    not_written += f.bytes_not_written;
+  }
+  if (!fused_kernels.empty())
+    s += "  " + plural(static_cast<int64_t>(fused_kernels.size()), "fused kernel", "fused kernels") +
+         ", intermediates not written: " + bytes_str(not_written) + "\n";
+
   for (const ExplainGraph& g : graphs) {
     s += "\ngraph " + g.name + " (variant " + std::to_string(g.variant) + ", segment " + std::to_string(g.segment) +
          ", " + plural(g.num_ops, "op", "ops") + (g.has_backward ? ", forward + backward" : "") + "):\n" + g.text;
@@ -92,6 +107,11 @@ nlohmann::json ExplainReport::json() const {
   if (fell_back) j["fallback_reason"] = fallback_reason;
   j["saved_bytes_eager"] = saved_bytes_eager;
   j["saved_bytes_partitioned"] = saved_bytes_partitioned;
+  j["backend"] = backend;
+  j["fused_kernels"] = nlohmann::json::array();
+  for (const ExplainFusedKernel& f : fused_kernels)
+    j["fused_kernels"].push_back(
+        {{"graph", f.graph}, {"kernel", f.kernel}, {"ops", f.ops}, {"bytes_not_written", f.bytes_not_written}});
   return j;
 }
 

@@ -32,6 +32,9 @@ int foldable_conv(const Graph& g, const Node& bn, const Uses& uses, const std::v
   const ValueId x = bn.inputs[0];
   const Node& conv = g.producer(x);
   if (conv.kind != NodeKind::Op || conv.op != OpId::conv2d || has_attr_input(conv)) return -1;
+  // A conv2d with a fused activation post-op (nn::fuse_modules): the norm
+  // reads the activation's output, which no weight scaling reproduces.
+  if (conv.attrs.has("activation")) return -1;
   if (uses.readers[static_cast<size_t>(x)] != 1 || uses.is_output[static_cast<size_t>(x)] ||
       mutated[static_cast<size_t>(x)])
     return -1;
