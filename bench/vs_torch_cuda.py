@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """kiln eager on CUDA against torch eager on CUDA: the zoo models, the same run, one ratio table.
 
-Runs on the GPU machine (torch 2.x there). For each precision — float32 (NCHW) and bf16 autocast (torch: with
-channels-last; kiln: with channels-last when its `kiln bench models` has `--channels-last`) — it times
+Runs on the GPU machine (torch 2.x there). For each precision it times
 `kiln bench models --device cuda --modes eager --batch B --json` and then the same models as torch modules
 (tools/torch_models.py: kiln's structure), and prints
 
     model | phase | precision | kiln img/s | torch img/s | kiln/torch
+
+Precisions (--precisions, default all three):
+  float32  NCHW, no TF32 on either side (torch.backends.cudnn.allow_tf32 = False; kiln's default: FMA math)
+  tf32     NCHW, float32 tensors with TF32 convolutions on both sides (torch's default; kiln KILN_CUDNN_TF32=1);
+           matmuls stay full float32 on both (torch's default for matmul)
+  bf16     bf16 autocast; torch with channels-last (kiln: NCHW, or --kiln-channels-last once kiln has it)
 
 What one step is, on both sides (as kiln bench models, docs/benchmarks.md): train = forward + cross entropy with
 the recipe's label smoothing under autocast, zero_grad, backward, the recipe's SGD step (momentum, nesterov,
@@ -15,9 +20,8 @@ images and uniform labels, made before timing. The two sides alternate case by c
 and phase, then torch's), so a drift of the shared machine touches both alike. Each step ends with a device synchronize on both sides (kiln's
 bench does this; a training loop that reads its loss does too). Warm-up: 5 steps (torch: cuDNN's and cuBLAS's
 first-use setup, the caching allocator's fill), then steps for about --seconds (at least 5); the rate is
-steps * batch / wall time. torch runs with its defaults (cudnn.benchmark off; TF32 allowed in cuDNN
-convolutions, off for matmul); --torch-tf32 off turns TF32 off in convolutions too (kiln's float32 convolutions
-use no TF32).
+steps * batch / wall time. torch runs with cudnn.benchmark off (its default); kiln times cuDNN's algorithms
+once per shape (docs/cuda.md).
 
     python3 bench/vs_torch_cuda.py --kiln /tmp/kiln-device/bin/kiln [--batch 512] [--models a,b] [--json FILE]
 """
@@ -39,7 +43,7 @@ RECIPES = {  # src/cli/train.cpp recipe_for: lr, momentum, weight decay, nestero
     "resnet18": (0.1, 0.9, 5e-4, False, 0.0),
     "airbench": (0.2, 0.9, 5e-4, True, 0.2),
 }
-PRECISIONS = ("float32", "bf16")
+PRECISIONS = ("float32", "tf32", "bf16")
 
 
 def torch_rate(name, phase, precision, batch, seconds, width):
@@ -49,6 +53,7 @@ def torch_rate(name, phase, precision, batch, seconds, width):
     x = torch.randn(batch, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (batch,), device=dev)
     amp = precision == "bf16"
+    torch.backends.cudnn.allow_tf32 = precision != "float32"
     if amp:  # bf16 runs channels-last, as a fast torch user does
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
@@ -87,8 +92,11 @@ def kiln_rates(kiln, models, phases, batch, precision, width, channels_last):
            "--models", ",".join(models), "--phases", ",".join(phases), "--width", str(width)]
     if precision == "bf16":
         cmd += ["--autocast", "bf16"] + (["--channels-last"] if channels_last else [])
-    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if precision == "tf32":
+        env["KILN_CUDNN_TF32"] = "1"
+    print("+ " + ("KILN_CUDNN_TF32=1 " if precision == "tf32" else "") + " ".join(cmd), file=sys.stderr, flush=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     sys.stderr.write(res.stderr)
     rates = {}
     for line in res.stdout.splitlines():
@@ -108,14 +116,11 @@ def main():
     ap.add_argument("--precisions", default=",".join(PRECISIONS))
     ap.add_argument("--width", type=float, default=1.0, help="airbench's width (default 1)")
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per torch case (default 2)")
-    ap.add_argument("--torch-tf32", choices=("default", "off"), default="default")
     ap.add_argument("--kiln-channels-last", action="store_true",
                     help="pass --channels-last to kiln's bf16 runs")
     ap.add_argument("--json", help="also write one JSON object per case to this file")
     a = ap.parse_args()
     models = a.models.split(",")
-    if a.torch_tf32 == "off":
-        torch.backends.cudnn.allow_tf32 = False
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, batch {a.batch}", file=sys.stderr)
     rows = []
     for precision in a.precisions.split(","):
@@ -137,7 +142,8 @@ def main():
     print(f"\n| model | phase | precision | kiln img/s | torch img/s | kiln/torch | kiln cudaMalloc/cudaFree |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        prec = r["precision"] if r["precision"] == "float32" else f"bf16 (torch + channels-last{', kiln' + cl if cl else ''})"
+        prec = {"float32": "float32 (no TF32)", "tf32": "float32, TF32 convs"}.get(
+            r["precision"], f"bf16 (torch + channels-last{', kiln' + cl if cl else ''})")
         kr = f"{r['kiln_img_s']:,.0f}" if r["kiln_img_s"] else "error"
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else "-"
         print(f"| {r['model']} | {r['phase']} | {prec} | {kr} | {r['torch_img_s']:,.0f} | {ratio} | "
