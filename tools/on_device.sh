@@ -13,6 +13,10 @@
 #       /tmp/kiln-device and runs each test binary (default test_backend) with
 #       LD_LIBRARY_PATH set (bench_* binaries: Google Benchmark runs); logs land
 #       in $OUT when set.
+#   tools/on_device.sh vs-torch [ARGS...]
+#       there: unpacks as `run` does, then bench/vs_torch_cuda.py --kiln (the
+#       packed kiln) ARGS: kiln eager against torch eager, the ratio table
+#       (the pack carries the script and tools/torch_models.py).
 #
 # The device tool call (kind nvidia-h200, carry [".device"]):
 #   bash .device/on_device.sh run
@@ -39,12 +43,16 @@ case "$cmd" in
     mkdir -p "$DEST"
     tar -C "$stage" -czf "$DEST/pack.tar.gz" bin lib
     cp "$0" "$DEST/on_device.sh"
+    ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+    mkdir -p "$DEST/bench" "$DEST/tools"
+    cp "$ROOT/bench/vs_torch_cuda.py" "$DEST/bench/"
+    cp "$ROOT/tools/torch_models.py" "$DEST/tools/"
     rm -rf "$stage"
     echo "packed $(du -h "$DEST/pack.tar.gz" | cut -f1) into $DEST/pack.tar.gz:" >&2
     tar -tzf "$DEST/pack.tar.gz" | tr '\n' ' ' >&2
     echo >&2
     ;;
-  run)
+  run|vs-torch)
     shift
     HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
     DIR=/tmp/kiln-device
@@ -54,6 +62,10 @@ case "$cmd" in
     export OMP_NUM_THREADS="${OMP_NUM_THREADS:-8}"
     LOG="${OUT:-$DIR}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    if [ "$cmd" = vs-torch ]; then
+      PYTHONUNBUFFERED=1 python3 "$HERE/bench/vs_torch_cuda.py" --kiln "$DIR/bin/kiln" "$@"
+      exit $?
+    fi
     [ $# -gt 0 ] || set -- test_backend
     rc=0
     for t in "$@"; do

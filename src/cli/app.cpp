@@ -378,6 +378,9 @@ void add_bench(CLI::App& app, Invocation& inv) {
       ->check(one_of({"cpp", "interpreter"}, "backend"))
       ->type_name("NAME");
   add_device(models, m.device, "where the models run");
+  models->add_option("--autocast", m.autocast, "mixed precision: the forward and loss in bf16 or fp16 (float32 weights)")
+      ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
+      ->type_name("DTYPE");
   add_bench_fusion(bench, inv);
 }
 

@@ -22,6 +22,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/json_line.h"
+#include "kiln/autocast.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
@@ -48,6 +50,15 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 void wait_for(Device d) {
   if (d.is_cuda()) cuda::synchronize(d.index);
 }
+
+// The forward and loss of a step under --autocast (float32 weights; no loss
+// scaling: this times the step, it does not train with it).
+struct MaybeAutocast {
+  explicit MaybeAutocast(const std::string& dtype) {
+    if (!dtype.empty()) scope.emplace(parse_autocast_dtype(dtype));
+  }
+  std::optional<autocast> scope;
+};
 
 // One model, one mode, one phase: a callable step and the batch it runs on.
 struct Setup {
@@ -72,8 +83,13 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
     s.opt = std::make_unique<optim::SGD>(
         s.model->parameters(),
         optim::SGDOptions(r.lr).momentum(r.momentum).weight_decay(r.weight_decay).nesterov(r.nesterov));
-    auto step = [m = s.model.get(), opt = s.opt.get(), ls = r.label_smoothing](const Tensor& xb, const Tensor& yb) {
-      Tensor loss = cross_entropy(m->forward(xb), yb, ls);
+    auto step = [m = s.model.get(), opt = s.opt.get(), ls = r.label_smoothing, amp = o.autocast](const Tensor& xb,
+                                                                                                  const Tensor& yb) {
+      Tensor loss;
+      {
+        MaybeAutocast scope(amp);
+        loss = cross_entropy(m->forward(xb), yb, ls);
+      }
       opt->zero_grad();
       loss.backward();
       opt->step();
@@ -95,15 +111,17 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
     s.model->eval();
     std::shared_ptr<nn::Module> m = s.model;
     if (mode == "eager") {
-      s.call = [m, x, dev] {
+      s.call = [m, x, dev, amp = o.autocast] {
         NoGradGuard no_grad;
+        MaybeAutocast scope(amp);
         m->forward(x);
         wait_for(dev);
       };
     } else {
       auto compiled = std::make_shared<decltype(compile(m, co))>(compile(m, co));
-      s.call = [compiled, x, dev] {
+      s.call = [compiled, x, dev, amp = o.autocast] {
         NoGradGuard no_grad;
+        MaybeAutocast scope(amp);
         (*compiled)(x);
         wait_for(dev);
       };
@@ -119,7 +137,9 @@ double warm_start_seconds(const BenchModelsOptions& o, const std::string& name, 
   std::ostringstream cmd;
   cmd << "/proc/" << getpid() << "/exe bench models --first-call-only --json --models " << name << " --modes "
       << mode << " --phases " << phase << " --batch " << o.batch << " --width " << o.width << " --device "
-      << o.device << " --backend " << o.backend << " 2>/dev/null";
+      << o.device << " --backend " << o.backend;
+  if (!o.autocast.empty()) cmd << " --autocast " << o.autocast;
+  cmd << " 2>/dev/null";
   FILE* p = popen(cmd.str().c_str(), "r");
   if (p == nullptr) return -1;
   std::string out;
@@ -153,6 +173,7 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
   // (the second call's) is not compile time.
   if (mode != "eager") r.compile_s = std::max(0.0, first - second);
   if (o.first_call_only) return r;
+  const cuda::AllocatorStats before = dev.is_cuda() ? cuda::allocator_stats(dev.index) : cuda::AllocatorStats{};
   int steps = 0;
   t0 = Clock::now();
   while (steps < kMaxSteps && (steps < kMinSteps || seconds_since(t0) < kTargetS) &&
@@ -162,6 +183,11 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
   }
   double wall = seconds_since(t0);
   r.steps = steps;
+  if (dev.is_cuda()) {
+    const cuda::AllocatorStats after = cuda::allocator_stats(dev.index);
+    r.cuda_mallocs = static_cast<int64_t>(after.num_cuda_mallocs - before.num_cuda_mallocs);
+    r.cuda_frees = static_cast<int64_t>(after.num_cuda_frees - before.num_cuda_frees);
+  }
   r.img_per_s = static_cast<double>(steps * o.batch) / wall;
   if (mode != "eager" && !o.no_warm) r.warm_s = warm_start_seconds(o, name, mode, phase);
   return r;
@@ -186,8 +212,10 @@ int run_bench_models(const BenchModelsOptions& o) {
   std::map<std::pair<std::string, std::string>, double> eager_rate;
   if (!o.json && !o.first_call_only)
     std::cout << "kiln bench models: " << dev.str() << ", batch " << o.batch << ", " << omp_get_max_threads()
-              << " thread(s), compiled modes on the " << o.backend << " backend\n"
-              << "model      mode          phase   img/s      vs eager  compile s  warm s\n";
+              << " thread(s), compiled modes on the " << o.backend << " backend"
+              << (o.autocast.empty() ? "" : ", autocast " + o.autocast) << "\n"
+              << "model      mode          phase   img/s      vs eager  compile s  warm s"
+              << (dev.is_cuda() ? "  cudaMalloc/cudaFree in timed steps" : "") << "\n";
   for (const std::string& name : o.models)
     for (const std::string& phase : o.phases)
       for (const std::string& mode : o.modes) {
@@ -208,12 +236,19 @@ int run_bench_models(const BenchModelsOptions& o) {
           j["steps"] = r.steps;
           j["device"] = dev.str();
           j["backend"] = r.mode == "eager" ? JsonLine() : JsonLine(o.backend);
+          j["autocast"] = o.autocast.empty() ? JsonLine() : JsonLine(o.autocast);
+          if (dev.is_cuda()) {
+            j["cuda_mallocs"] = r.cuda_mallocs;
+            j["cuda_frees"] = r.cuda_frees;
+          }
           print_json_line(j);
         } else if (!o.first_call_only) {
           std::cout << std::left << std::setw(11) << name << std::setw(14) << mode << std::setw(8) << phase
                     << std::setw(11) << fixed(r.img_per_s, 1) << std::setw(10)
                     << (vs < 0 ? std::string("-") : fixed(vs, 2) + "x") << std::setw(11) << fixed(r.compile_s, 2)
-                    << fixed(r.warm_s, 2) << "\n"
+                    << std::setw(8) << fixed(r.warm_s, 2);
+          if (dev.is_cuda()) std::cout << r.cuda_mallocs << "/" << r.cuda_frees;
+          std::cout << "\n"
                     << std::flush;
         }
       }

@@ -1,6 +1,7 @@
 // One case of `kiln bench models` as a function, so kiln report measures
 // exactly what the bench command does (docs/benchmarks.md) instead of a copy.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "cli/commands.h"
@@ -15,6 +16,8 @@ struct ModelBenchCase {
   double compile_s = -1;  // the first call less the second; -1: eager (nothing compiled)
   double warm_s = -1;     // the same in a second process on the warm kernel cache; -1: not measured
   int steps = 0;          // timed steps
+  // CUDA: cudaMalloc / cudaFree calls during the timed steps (steady state: 0); -1 on the CPU.
+  int64_t cuda_mallocs = -1, cuda_frees = -1;
 };
 
 // Times the case: its first call (cold compile), one warm-up, then steps for

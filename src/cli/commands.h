@@ -45,6 +45,7 @@ struct BenchModelsOptions {
   bool first_call_only = false;  // internal: the warm-start probe
   std::string device = "cpu";
   std::string backend = "cpp";  // what compiled modes run on: cpp (generated kernels) | interpreter
+  std::string autocast;         // "" | bf16 | fp16: the forward and loss under kiln::autocast
 };
 
 // kiln bench fusion (src/cli/bench_fusion.cpp, docs/layer-fusion.md).

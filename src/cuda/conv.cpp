@@ -2,16 +2,23 @@
 // (cudnnConvolutionForward / BackwardData / BackwardFilter).
 //
 // Each shape (kind, dtype, geometry) gets a plan once: its descriptors and
-// the algorithm cuDNN's heuristics rank first among those that run, with
-// its workspace size. Workspaces are kiln tensors, so the caching allocator
-// serves them. float32 and float64 run with CUDNN_FMA_MATH (no TF32), so
-// results match the CPU's; float16/bfloat16 use tensor cores with float32
-// accumulation. Operands are NCHW / OIHW (made contiguous first).
+// the fastest algorithm on this GPU, timed by cuDNN's Find on the first
+// call's own buffers (as torch.backends.cudnn.benchmark; KILN_CUDNN_FIND=0
+// takes the heuristics' first algorithm that runs instead), with its
+// workspace size. The heuristics' first pick was up to 2x slower on some of
+// ResNet-18's and airbench's shapes at batch 512. Workspaces are kiln
+// tensors, so the caching allocator serves them. float32 and float64 run with
+// CUDNN_FMA_MATH (no TF32) and without Winograd, so results match the CPU's
+// (KILN_CUDNN_TF32=1 allows both for float32, as PyTorch's default);
+// float16/bfloat16 use tensor cores with float32 accumulation. Operands are
+// NCHW / OIHW (made contiguous first).
 #include <cudnn.h>
 
 #include <array>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -90,6 +97,7 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;
   size_t workspace = 0;
+  bool timed = false;  // chosen by Find (else by the heuristics)
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -151,11 +159,134 @@ const char* kind_name(Kind k) {
 // Workspaces above this are skipped for a lesser algorithm.
 constexpr size_t kMaxWorkspace = size_t{1} << 30;
 
-std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt) {
+// The buffers of the call a plan is made for: Find times the algorithms on
+// them (out is overwritten; the real call writes it again).
+struct Operands {
+  const void* a;  // x forward, dy for both backward kinds
+  const void* b;  // w forward and for the input's gradient, x for the weight's
+  void* out;
+  Device device;
+};
+
+struct Timed {
+  int algo;
+  cudnnMathType_t math;
+  size_t memory;
+};
+
+// cuDNN's Find over every algorithm that fits in `ws_bytes`, fastest first.
+std::vector<Timed> find_algos(cudnnHandle_t h, Kind kind, const Plan& p, const Operands& o, void* ws,
+                              size_t ws_bytes) {
+  std::vector<Timed> r;
+  int n = 0;
+  const char* op = kind_name(kind);
+  auto keep = [&r](const auto& perf, int count) {
+    for (int i = 0; i < count; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS)
+        r.push_back({static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory});
+  };
+  if (kind == Kind::Forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    KILN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, o.a, p.w, o.b, p.conv, p.y, o.out,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, ws_bytes),
+                     op);
+    keep(perf, n);
+  } else if (kind == Kind::BackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    KILN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, o.b, p.y, o.a, p.conv, p.x, o.out,
+                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws,
+                                                                 ws_bytes),
+                     op);
+    keep(perf, n);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    KILN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, o.b, p.y, o.a, p.conv, p.w, o.out,
+                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf,
+                                                                   ws, ws_bytes),
+                     op);
+    keep(perf, n);
+  }
+  return r;
+}
+
+// Winograd's transforms add rounding error that float32 results would show
+// against the CPU (a timed Winograd forward missed ResNet-18's 512-channel
+// 4x4 layer by more than 1e-3 on an H200); float32/float64 time the others.
+bool is_winograd(Kind kind, int algo) {
+  if (kind == Kind::Forward)
+    return algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+  if (kind == Kind::BackwardData)
+    return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+  return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+// KILN_CUDNN_TF32=1: float32 convolutions may use TF32 tensor cores and
+// Winograd, as PyTorch's default (torch.backends.cudnn.allow_tf32 = True);
+// results then differ from the CPU's by about 1e-3 relative. Off by default.
+bool float32_may_round() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDNN_TF32");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
+bool find_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDNN_FIND");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+// Chooses p's algorithm by timing; false when Find gave nothing usable (the
+// caller falls back to the heuristics). float32/float64 keep FMA math.
+bool choose_by_find(cudnnHandle_t h, Kind kind, Plan& p, const Operands& o, bool exact) {
+  const char* op = kind_name(kind);
+  // The workspace Find may use: the largest any ranked algorithm asks for,
+  // within kMaxWorkspace (a kiln tensor: the caching allocator keeps it).
+  size_t ws_bytes = 0;
+  for (auto [algo, math] : ranked_algos(h, kind, p)) {
+    if (!exact) KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, math), op);
+    size_t bytes = 0;
+    if (workspace_size(h, kind, p, algo, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kMaxWorkspace)
+      ws_bytes = std::max(ws_bytes, bytes);
+  }
+  KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, exact ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), op);
+  Tensor ws;
+  if (ws_bytes > 0) ws = Tensor::empty({static_cast<int64_t>(ws_bytes)}, DType::UInt8, o.device);
+  for (const Timed& t : find_algos(h, kind, p, o, ws_bytes > 0 ? ws.data_ptr() : nullptr, ws_bytes)) {
+    if (exact && (t.math != CUDNN_FMA_MATH || is_winograd(kind, t.algo))) continue;  // no TF32, no Winograd
+    if (t.memory > ws_bytes) continue;
+    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, t.math), op);
+    size_t bytes = 0;
+    if (workspace_size(h, kind, p, t.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspace) continue;
+    p.algo = t.algo;
+    p.workspace = bytes;
+    p.timed = true;
+    return true;
+  }
+  KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, exact ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), op);
+  return false;
+}
+
+void log_plan(const char* op, const Geom& g, DType dt, const Plan& p) {
+  if (!std::getenv("KILN_CUDNN_LOG")) return;
+  std::fprintf(stderr,
+               "kiln cudnn: %s %s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] stride %lld pad %lld: algo %d (%s), "
+               "workspace %zu\n",
+               op, dtype_name(dt), static_cast<long long>(g.N), static_cast<long long>(g.C),
+               static_cast<long long>(g.H), static_cast<long long>(g.W), static_cast<long long>(g.O),
+               static_cast<long long>(g.C / g.groups), static_cast<long long>(g.KH), static_cast<long long>(g.KW),
+               static_cast<long long>(g.sh), static_cast<long long>(g.ph), p.algo, p.timed ? "timed" : "heuristics",
+               p.workspace);
+}
+
+std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o) {
   const char* op = kind_name(kind);
   auto p = std::make_shared<Plan>();
   const cudnnDataType_t t = data_type(dt);
-  const bool exact = dt == DType::Float32 || dt == DType::Float64;
+  const bool exact = dt == DType::Float64 || (dt == DType::Float32 && !float32_may_round());
   KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x), op);
   KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y), op);
   KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w), op);
@@ -175,6 +306,10 @@ std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType
                    op);
   KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv, as_int(g.groups)), op);
   KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, exact ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), op);
+  if (find_enabled() && choose_by_find(h, kind, *p, o, exact)) {
+    log_plan(op, g, dt, *p);
+    return p;
+  }
   for (auto [algo, math] : ranked_algos(h, kind, *p)) {
     // float32/float64 keep FMA math whatever the heuristics rank (TF32 would
     // not match the CPU); 16-bit floats take the ranked math type. The
@@ -186,19 +321,14 @@ std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType
     if (workspace_size(h, kind, *p, algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspace) continue;
     p->algo = algo;
     p->workspace = bytes;
-    if (std::getenv("KILN_CUDNN_LOG"))
-      std::fprintf(stderr, "kiln cudnn: %s %s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] stride %lld pad %lld: algo %d, "
-                   "workspace %zu\n", op, dtype_name(dt), static_cast<long long>(g.N), static_cast<long long>(g.C),
-                   static_cast<long long>(g.H), static_cast<long long>(g.W), static_cast<long long>(g.O),
-                   static_cast<long long>(g.C / g.groups), static_cast<long long>(g.KH), static_cast<long long>(g.KW),
-                   static_cast<long long>(g.sh), static_cast<long long>(g.ph), algo, bytes);
+    log_plan(op, g, dt, *p);
     return p;
   }
   KILN_FAIL(op, " on CUDA: cuDNN has no algorithm for input [", g.N, ", ", g.C, ", ", g.H, ", ", g.W, "], weight [",
             g.O, ", ", g.C / g.groups, ", ", g.KH, ", ", g.KW, "] in ", dtype_name(dt));
 }
 
-std::shared_ptr<Plan> plan_for(int device, Kind kind, const Geom& g, DType dt) {
+std::shared_ptr<Plan> plan_for(int device, Kind kind, const Geom& g, DType dt, const Operands& o) {
   static std::map<Key, std::shared_ptr<Plan>> cache;
   static std::mutex mu;
   Key key{device, static_cast<int64_t>(kind), static_cast<int64_t>(dt), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW,
@@ -206,7 +336,9 @@ std::shared_ptr<Plan> plan_for(int device, Kind kind, const Geom& g, DType dt) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  auto p = make_plan(handle_for(device), kind, g, dt);
+  cudnnHandle_t h = handle_for(device);
+  KILN_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)), kind_name(kind));
+  auto p = make_plan(h, kind, g, dt, o);
   cache.emplace(key, p);
   return p;
 }
@@ -223,7 +355,8 @@ void run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const
   }
   Tensor a = a_in.contiguous(), b = b_in.contiguous();
   Tensor o = out.is_contiguous() ? out : Tensor::empty(out.shape(), out.dtype(), out.device());
-  std::shared_ptr<Plan> p = plan_for(device, kind, g, out.dtype());
+  std::shared_ptr<Plan> p =
+      plan_for(device, kind, g, out.dtype(), Operands{a.data_ptr(), b.data_ptr(), o.data_ptr(), out.device()});
   cudnnHandle_t h = handle_for(device);
   KILN_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)), op);
   Tensor ws;

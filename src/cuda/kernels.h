@@ -153,11 +153,28 @@ void launch_max_pool_backward(const PoolCall& c);  // out: Float32 or Float64 (a
 void launch_avg_pool(const PoolCall& c);
 void launch_avg_pool_backward(const PoolCall& c);  // out: Float32 or Float64 (atomic adds)
 
+// A dense [C] array of a float dtype (data null: absent).
+struct ChannelArray {
+  void* data = nullptr;
+  Scalar dtype = Scalar::Float32;
+};
+
 // Batch norm over a dense [N, C, HW] input x (any float dtype), statistics
-// in float64. Per channel c (all [C] arrays are float64):
-//   stats:    mean[c], var[c] (biased) of x over N and HW
+// in float64. Per channel c (mean, var, sum_g, sum_gd, k1-k3 are float64):
+//   stats:    mean[c], var[c] (biased) of x over N and HW, one pass (sums of x
+//             and x^2 in float64)
 //   backward: sum_g[c] = sum g, sum_gd[c] = sum g * (x - mean[c])
 //   apply:    out = k1[c] * (g or x) + k2[c] * x + k3[c]  (the forward uses k1 on x, k2 = 0)
+// The per-channel coefficients are computed by the kernel that combines the
+// sums (one thread per channel), from the arrays below: no small ops between.
+struct BatchNormFinish {
+  ChannelArray weight, bias;                // absent: 1, 0
+  ChannelArray running_mean, running_var;   // forward: read in eval, updated in place in training
+  ChannelArray save_mean, save_invstd;      // forward outputs; backward inputs
+  ChannelArray grad_weight, grad_bias;      // backward outputs (absent: not wanted)
+  double momentum = 0.1, eps = 1e-5;
+  bool training = true;
+};
 struct BatchNormCall {
   const void* x = nullptr;
   const void* g = nullptr;  // backward: grad_out (same dtype as x)
@@ -176,8 +193,13 @@ struct BatchNormCall {
   cudaStream_t stream = nullptr;
 };
 int64_t batch_norm_scratch_doubles(const BatchNormCall& c);
-void launch_batch_norm_stats(const BatchNormCall& c);     // norm.cu
-void launch_batch_norm_grad_sums(const BatchNormCall& c);
+// Forward: (training) the statistics, the running-stat update, then
+// save_mean/save_invstd and k1 (scale), k3 (shift) into c.k1/c.k3 (writable
+// [C] float64 arrays passed as k1/k3), then the apply pass.
+void launch_batch_norm_forward(const BatchNormCall& c, const BatchNormFinish& f, double* k1, double* k3);
+// Backward: the grad sums, grad_weight/grad_bias and k1-k3, then the apply pass.
+void launch_batch_norm_backward(const BatchNormCall& c, const BatchNormFinish& f, double* k1, double* k2,
+                                double* k3);
 void launch_batch_norm_apply(const BatchNormCall& c);
 
 // Indexing over [outer, D, inner] views of dense tensors, elements moved as

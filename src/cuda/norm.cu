@@ -1,7 +1,8 @@
 // Batch norm kernels over dense [N, C, HW] tensors: per-channel sums in
 // float64 (as the CPU kernels combine them, src/ops/norm.cpp), split over a
 // grid of (channel, chunk) blocks so a few wide channels still fill the GPU,
-// then one pointwise pass with per-channel coefficients.
+// a per-channel kernel that finishes the statistics and coefficients, then
+// one pointwise pass with them: three launches per batch norm, each way.
 #include "cuda/launch.cuh"
 
 namespace kiln::cuda {
@@ -30,27 +31,49 @@ __device__ inline double block_sum(double v, double* shared) {
   return r;  // valid in thread 0
 }
 
-// Mode 0: sum x. Mode 1: sum (x - mean)^2. Mode 2: sum g and sum g (x - mean).
-// Block (c, chunk) writes its partial sums to scratch[(mode 2: 2x) c * chunks + chunk].
-template <typename T, int Mode>
-__global__ void channel_sums_kernel(BatchNormCall c, int64_t chunks) {
+__device__ inline double load_channel(const ChannelArray& a, int64_t i, double absent) {
+  if (a.data == nullptr) return absent;
+  switch (a.dtype) {
+    case Scalar::Float16: return convert<double>(static_cast<const __half*>(a.data)[i]);
+    case Scalar::BFloat16: return convert<double>(static_cast<const __nv_bfloat16*>(a.data)[i]);
+    case Scalar::Float64: return static_cast<const double*>(a.data)[i];
+    default: return static_cast<const float*>(a.data)[i];
+  }
+}
+
+__device__ inline void store_channel(const ChannelArray& a, int64_t i, double v) {
+  if (a.data == nullptr) return;
+  switch (a.dtype) {
+    case Scalar::Float16: static_cast<__half*>(a.data)[i] = convert<__half>(v); return;
+    case Scalar::BFloat16: static_cast<__nv_bfloat16*>(a.data)[i] = convert<__nv_bfloat16>(v); return;
+    case Scalar::Float64: static_cast<double*>(a.data)[i] = v; return;
+    default: static_cast<float*>(a.data)[i] = static_cast<float>(v); return;
+  }
+}
+
+// Mode 0: sum x and sum x^2. Mode 2: sum g and sum g (x - mean). Block (c,
+// chunk) writes its partial sums to scratch[c * chunks + chunk] and
+// scratch[(C + c) * chunks + chunk]. I is the index type: 32-bit when the
+// tensor allows (64-bit division is a long instruction sequence per element).
+template <typename T, int Mode, typename I>
+__global__ void channel_sums_kernel(BatchNormCall c, ChannelArray mean, int64_t chunks) {
   __shared__ double shared[kThreads / 32];
-  const int64_t ch = blockIdx.x, chunk = blockIdx.y;
-  const int64_t per_channel = c.N * c.HW;
-  const int64_t len = (per_channel + chunks - 1) / chunks;
-  const int64_t begin = chunk * len, end = begin + len < per_channel ? begin + len : per_channel;
+  const I ch = static_cast<I>(blockIdx.x), chunk = static_cast<I>(blockIdx.y);
+  const I HW = static_cast<I>(c.HW), C = static_cast<I>(c.C);
+  const I per_channel = static_cast<I>(c.N) * HW;
+  const I len = (per_channel + static_cast<I>(chunks) - 1) / static_cast<I>(chunks);
+  const I begin = chunk * len, end = begin + len < per_channel ? begin + len : per_channel;
   const T* x = static_cast<const T*>(c.x);
   const T* g = static_cast<const T*>(c.g);
-  const double m = Mode == 0 ? 0.0 : c.mean[ch];
+  const double m = Mode == 0 ? 0.0 : load_channel(mean, ch, 0.0);
   double a = 0, b = 0;
-  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const int64_t n = j / c.HW, i = j - n * c.HW;
-    const int64_t at = (n * c.C + ch) * c.HW + i;
+  for (I j = begin + static_cast<I>(threadIdx.x); j < end; j += static_cast<I>(blockDim.x)) {
+    const I n = j / HW, i = j - n * HW;
+    const I at = (n * C + ch) * HW + i;
     const double v = convert<double>(x[at]);
     if constexpr (Mode == 0) {
       a += v;
-    } else if constexpr (Mode == 1) {
-      a += (v - m) * (v - m);
+      b += v * v;
     } else {
       const double gv = convert<double>(g[at]);
       a += gv;
@@ -58,37 +81,95 @@ __global__ void channel_sums_kernel(BatchNormCall c, int64_t chunks) {
     }
   }
   a = block_sum(a, shared);
-  if constexpr (Mode == 2) b = block_sum(b, shared);
+  b = block_sum(b, shared);
   if (threadIdx.x == 0) {
-    c.scratch[ch * chunks + chunk] = a;
-    if constexpr (Mode == 2) c.scratch[(c.C + ch) * chunks + chunk] = b;
+    c.scratch[static_cast<int64_t>(ch) * chunks + chunk] = a;
+    c.scratch[(c.C + ch) * chunks + chunk] = b;
   }
 }
 
-// Adds the chunks of each channel: out0[c] = scale * sum of part 0, out1 of part 1.
-__global__ void combine_kernel(const double* scratch, int64_t C, int64_t chunks, double scale, double* out0,
-                               double* out1) {
-  for (int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ch < C;
+__device__ inline void channel_totals(const double* scratch, int64_t C, int64_t chunks, int64_t ch, double* s0,
+                                      double* s1) {
+  double a = 0, b = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    a += scratch[ch * chunks + k];
+    b += scratch[(C + ch) * chunks + k];
+  }
+  *s0 = a;
+  *s1 = b;
+}
+
+// One thread per channel: the statistics (training: from the sums; eval:
+// the running ones), the running-stat update (PyTorch's rule: running =
+// (1 - momentum) running + momentum batch, with the unbiased variance, in
+// place as the CPU kernel does), save_mean/save_invstd, and the apply
+// coefficients k1 = invstd * weight, k3 = bias - mean * k1.
+__global__ void finish_forward_kernel(BatchNormCall c, BatchNormFinish f, int64_t chunks, double* k1, double* k3) {
+  const double count = static_cast<double>(c.N * c.HW);
+  for (int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ch < c.C;
        ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double s = 0;
-    for (int64_t k = 0; k < chunks; ++k) s += scratch[ch * chunks + k];
-    out0[ch] = s * scale;
-    if (out1) {
-      double t = 0;
-      for (int64_t k = 0; k < chunks; ++k) t += scratch[(C + ch) * chunks + k];
-      out1[ch] = t * scale;
+    double mean, var;
+    if (f.training) {
+      double s, q;
+      channel_totals(c.scratch, c.C, chunks, ch, &s, &q);
+      mean = s / count;
+      var = q / count - mean * mean;
+      if (var < 0) var = 0;
+      if (f.running_mean.data != nullptr)
+        store_channel(f.running_mean, ch,
+                      (1.0 - f.momentum) * load_channel(f.running_mean, ch, 0.0) + f.momentum * mean);
+      if (f.running_var.data != nullptr)
+        store_channel(f.running_var, ch,
+                      (1.0 - f.momentum) * load_channel(f.running_var, ch, 1.0) +
+                          var * (f.momentum * count / (count - 1.0)));
+    } else {
+      mean = load_channel(f.running_mean, ch, 0.0);
+      var = load_channel(f.running_var, ch, 1.0);
     }
+    const double invstd = 1.0 / sqrt(var + f.eps);
+    const double scale = invstd * load_channel(f.weight, ch, 1.0);
+    k1[ch] = scale;
+    k3[ch] = load_channel(f.bias, ch, 0.0) - mean * scale;
+    store_channel(f.save_mean, ch, mean);
+    store_channel(f.save_invstd, ch, invstd);
   }
 }
 
-template <typename T>
-__global__ void apply_kernel(BatchNormCall c, int64_t n) {
+// One thread per channel: grad_weight = sum g (x - mean) invstd, grad_bias =
+// sum g, and grad_x = k1 g + k2 x + k3 (the CPU kernel's coefficients; eval:
+// k2 = k3 = 0).
+__global__ void finish_backward_kernel(BatchNormCall c, BatchNormFinish f, int64_t chunks, double* k1, double* k2,
+                                       double* k3) {
+  const double cnt = static_cast<double>(c.N * c.HW);
+  for (int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ch < c.C;
+       ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double sum_g, sum_gd;
+    channel_totals(c.scratch, c.C, chunks, ch, &sum_g, &sum_gd);
+    const double mean = load_channel(f.save_mean, ch, 0.0), invstd = load_channel(f.save_invstd, ch, 1.0);
+    const double a = invstd * load_channel(f.weight, ch, 1.0);
+    k1[ch] = a;
+    if (f.training) {
+      const double b = invstd * invstd * invstd * load_channel(f.weight, ch, 1.0) * sum_gd / -cnt;
+      k2[ch] = b;
+      k3[ch] = a * sum_g / -cnt - mean * b;
+    } else {
+      k2[ch] = 0;
+      k3[ch] = 0;
+    }
+    store_channel(f.grad_weight, ch, sum_gd * invstd);
+    store_channel(f.grad_bias, ch, sum_g);
+  }
+}
+
+template <typename T, typename I>
+__global__ void apply_kernel(BatchNormCall c, I n) {
   const T* x = static_cast<const T*>(c.x);
   const T* g = static_cast<const T*>(c.g);
   T* out = static_cast<T*>(c.out);
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ch = (i / c.HW) % c.C;
+  const I HW = static_cast<I>(c.HW), C = static_cast<I>(c.C);
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I ch = (i / HW) % C;
     using A = Acc<T>;
     const A xv = convert<A>(x[i]);
     const A k1 = static_cast<A>(c.k1[ch]);
@@ -102,29 +183,48 @@ __global__ void apply_kernel(BatchNormCall c, int64_t n) {
   }
 }
 
+bool fits_int32(const BatchNormCall& c) { return c.N * c.C * c.HW < (int64_t{1} << 31); }
+
 template <int Mode>
-void run_sums(const BatchNormCall& c, double* out0, double* out1, double scale) {
+void run_sums(const BatchNormCall& c, const ChannelArray& mean) {
   const int64_t chunks = chunks_for(c);
   dim3 grid(static_cast<unsigned>(c.C), static_cast<unsigned>(chunks));
-  visit_float(c.dtype,
-              [&]<typename T>() { channel_sums_kernel<T, Mode><<<grid, kThreads, 0, c.stream>>>(c, chunks); });
-  KILN_CUDA_CHECK_LAUNCH("batch_norm");
-  const unsigned blocks = static_cast<unsigned>((c.C + kThreads - 1) / kThreads);
-  combine_kernel<<<blocks, kThreads, 0, c.stream>>>(c.scratch, c.C, chunks, scale, out0, out1);
+  visit_float(c.dtype, [&]<typename T>() {
+    if (fits_int32(c))
+      channel_sums_kernel<T, Mode, uint32_t><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks);
+    else
+      channel_sums_kernel<T, Mode, int64_t><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks);
+  });
   KILN_CUDA_CHECK_LAUNCH("batch_norm");
 }
+
+unsigned channel_blocks(const BatchNormCall& c) { return static_cast<unsigned>((c.C + kThreads - 1) / kThreads); }
 
 }  // namespace
 
 int64_t batch_norm_scratch_doubles(const BatchNormCall& c) { return 2 * c.C * chunks_for(c); }
 
-void launch_batch_norm_stats(const BatchNormCall& c) {
-  const double inv = 1.0 / static_cast<double>(c.N * c.HW);
-  run_sums<0>(c, c.mean, nullptr, inv);
-  run_sums<1>(c, c.var, nullptr, inv);  // reads c.mean, written just before on the same stream
+void launch_batch_norm_forward(const BatchNormCall& c, const BatchNormFinish& f, double* k1, double* k3) {
+  if (f.training) run_sums<0>(c, ChannelArray{});
+  finish_forward_kernel<<<channel_blocks(c), kThreads, 0, c.stream>>>(c, f, chunks_for(c), k1, k3);
+  KILN_CUDA_CHECK_LAUNCH("batch_norm");
+  BatchNormCall a = c;
+  a.k1 = k1;
+  a.k3 = k3;
+  launch_batch_norm_apply(a);
 }
 
-void launch_batch_norm_grad_sums(const BatchNormCall& c) { run_sums<2>(c, c.sum_g, c.sum_gd, 1.0); }
+void launch_batch_norm_backward(const BatchNormCall& c, const BatchNormFinish& f, double* k1, double* k2,
+                                double* k3) {
+  run_sums<2>(c, f.save_mean);
+  finish_backward_kernel<<<channel_blocks(c), kThreads, 0, c.stream>>>(c, f, chunks_for(c), k1, k2, k3);
+  KILN_CUDA_CHECK_LAUNCH("batch_norm_backward");
+  BatchNormCall a = c;
+  a.k1 = k1;
+  a.k2 = k2;
+  a.k3 = k3;
+  launch_batch_norm_apply(a);
+}
 
 void launch_batch_norm_apply(const BatchNormCall& c) {
   const int64_t n = c.N * c.C * c.HW;
@@ -133,7 +233,10 @@ void launch_batch_norm_apply(const BatchNormCall& c) {
   const int64_t cap = int64_t{c.num_sms} * 16;
   if (blocks > cap) blocks = cap;
   visit_float(c.dtype, [&]<typename T>() {
-    apply_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, c.stream>>>(c, n);
+    if (fits_int32(c))
+      apply_kernel<T, uint32_t><<<static_cast<unsigned>(blocks), kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
+    else
+      apply_kernel<T, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, c.stream>>>(c, n);
   });
   KILN_CUDA_CHECK_LAUNCH("batch_norm");
 }

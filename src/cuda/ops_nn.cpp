@@ -119,12 +119,6 @@ void avg_pool_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&
 
 // ---- batch norm ----
 
-// A [C] float64 copy of t on the device (`fill` everywhere when undefined).
-Tensor channel_f64(const Tensor& t, int64_t C, const Device& dev, double fill) {
-  if (!t.defined()) return full({C}, fill, dtype(DType::Float64).with_device(dev));
-  return converted(t.contiguous(), DType::Float64).contiguous();
-}
-
 BatchNormCall bn_call(const Tensor& x) {
   BatchNormCall c;
   c.x = x.data_ptr();
@@ -143,77 +137,71 @@ Tensor bn_scratch(const BatchNormCall& c, const Device& dev) {
 
 double* f64(const Tensor& t) { return static_cast<double*>(t.data_ptr()); }
 
+// A [C] tensor the finishing kernel reads or writes in place: itself when
+// dense on the device in a float dtype, else a dense float copy, which
+// `write_back` copies into the original afterwards.
+struct ChannelTensor {
+  Tensor original, dense;
+  ChannelTensor(const Tensor& t, [[maybe_unused]] const Device& dev) : original(t) {
+    if (!t.defined()) return;
+    KILN_ASSERT(t.device() == dev, "batch_norm: a per-channel tensor on another device");
+    dense = t.is_contiguous() && is_floating(t.dtype()) ? t : converted(t.contiguous(), DType::Float64).contiguous();
+  }
+  ChannelArray array() const {
+    ChannelArray a;
+    if (dense.defined()) a = ChannelArray{dense.data_ptr(), scalar_of(dense.dtype())};
+    return a;
+  }
+  void write_back() const {
+    if (dense.defined() && !dense.shares_storage(original)) cast_into(dense, original);
+  }
+};
+
 void batch_norm_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor x = in[0].contiguous();
   const Device dev = x.device();
   BatchNormCall c = bn_call(x);
-  const bool training = a.b("training");
-  const double momentum = a.f("momentum"), eps = a.f("eps");
-  Tensor mean, var;
-  if (training) {
-    mean = Tensor::empty({c.C}, DType::Float64, dev);
-    var = Tensor::empty({c.C}, DType::Float64, dev);
-    Tensor scratch = bn_scratch(c, dev);
-    c.mean = f64(mean), c.var = f64(var), c.scratch = f64(scratch);
-    launch_batch_norm_stats(c);
-    if (in[3].defined()) {
-      // PyTorch's rule: running = (1 - momentum) running + momentum batch,
-      // with the unbiased variance; written in place as the CPU kernel does.
-      const double count = static_cast<double>(c.N * c.HW);
-      Tensor rm = channel_f64(in[3], c.C, dev, 0.0), rv = channel_f64(in[4], c.C, dev, 1.0);
-      rm = add(mul(rm, 1.0 - momentum), mul(mean, momentum));
-      rv = add(mul(rv, 1.0 - momentum), mul(var, momentum * count / (count - 1.0)));
-      cast_into(rm, in[3]);
-      cast_into(rv, in[4]);
-      in[3].bump_version();
-      in[4].bump_version();
-    }
-  } else {
-    mean = channel_f64(in[3], c.C, dev, 0.0);
-    var = channel_f64(in[4], c.C, dev, 1.0);
-  }
-  Tensor invstd = rsqrt(add(var, eps));
-  Tensor scale = mul(invstd, channel_f64(in[1], c.C, dev, 1.0)).contiguous();
-  Tensor shift = sub(channel_f64(in[2], c.C, dev, 0.0), mul(mean, scale)).contiguous();
+  BatchNormFinish f;
+  f.training = a.b("training");
+  f.momentum = a.f("momentum");
+  f.eps = a.f("eps");
+  ChannelTensor w(in[1], dev), b(in[2], dev), rm(in[3], dev), rv(in[4], dev), sm(out[1], dev), si(out[2], dev);
+  f.weight = w.array(), f.bias = b.array(), f.running_mean = rm.array(), f.running_var = rv.array();
+  f.save_mean = sm.array(), f.save_invstd = si.array();
+  Tensor scratch = bn_scratch(c, dev), k = Tensor::empty({2, c.C}, DType::Float64, dev);
+  c.scratch = f64(scratch);
   Tensor y = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), dev);
   c.out = y.data_ptr();
-  c.k1 = f64(scale);
-  c.k3 = f64(shift);
-  launch_batch_norm_apply(c);
+  launch_batch_norm_forward(c, f, f64(k), f64(k) + c.C);
   if (!y.shares_storage(out[0])) cast_into(y, out[0]);
-  cast_into(mean, out[1]);
-  cast_into(invstd, out[2]);
+  sm.write_back();
+  si.write_back();
+  if (f.training) {
+    rm.write_back();
+    rv.write_back();
+    if (in[3].defined()) in[3].bump_version();
+    if (in[4].defined()) in[4].bump_version();
+  }
 }
 
 void batch_norm_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor go = in[0].contiguous(), x = in[1].contiguous();
   const Device dev = x.device();
   BatchNormCall c = bn_call(x);
-  const bool training = a.b("training");
-  Tensor mean = channel_f64(in[3], c.C, dev, 0.0), invstd = channel_f64(in[4], c.C, dev, 1.0);
-  Tensor w = channel_f64(in[2], c.C, dev, 1.0);
-  Tensor sum_g = Tensor::empty({c.C}, DType::Float64, dev), sum_gd = Tensor::empty({c.C}, DType::Float64, dev);
-  Tensor scratch = bn_scratch(c, dev);
+  BatchNormFinish f;
+  f.training = a.b("training");
+  ChannelTensor w(in[2], dev), sm(in[3], dev), si(in[4], dev), gw(out[1], dev), gb(out[2], dev);
+  f.weight = w.array(), f.save_mean = sm.array(), f.save_invstd = si.array();
+  f.grad_weight = gw.array(), f.grad_bias = gb.array();
+  Tensor scratch = bn_scratch(c, dev), k = Tensor::empty({3, c.C}, DType::Float64, dev);
   c.g = go.data_ptr();
-  c.mean = f64(mean), c.sum_g = f64(sum_g), c.sum_gd = f64(sum_gd), c.scratch = f64(scratch);
-  launch_batch_norm_grad_sums(c);
-  // grad_x = k1 g + k2 x + k3 (the CPU kernel's coefficients).
-  const double cnt = static_cast<double>(c.N * c.HW);
-  Tensor k1 = mul(invstd, w).contiguous(), k2, k3;
-  if (training) {
-    k2 = div(mul(mul(mul(mul(invstd, invstd), invstd), w), sum_gd), -cnt).contiguous();
-    k3 = sub(div(mul(k1, sum_g), -cnt), mul(mean, k2)).contiguous();
-  } else {
-    k2 = zeros({c.C}, dtype(DType::Float64).with_device(dev));
-    k3 = zeros({c.C}, dtype(DType::Float64).with_device(dev));
-  }
+  c.scratch = f64(scratch);
   Tensor gx = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), dev);
   c.out = gx.data_ptr();
-  c.k1 = f64(k1), c.k2 = f64(k2), c.k3 = f64(k3);
-  launch_batch_norm_apply(c);
+  launch_batch_norm_backward(c, f, f64(k), f64(k) + c.C, f64(k) + 2 * c.C);
   if (!gx.shares_storage(out[0])) cast_into(gx, out[0]);
-  cast_into(mul(sum_gd, invstd), out[1]);
-  cast_into(sum_g, out[2]);
+  gw.write_back();
+  gb.write_back();
 }
 
 // ---- var: the CPU's two passes (mean, then squared deviations), in float64 ----

@@ -583,3 +583,19 @@ TEST(CliBenchModels, JsonHasOneObjectPerCaseWithCompileAndWarmSeconds) {
   expect_usage_error("bench models --modes fast", "unknown mode 'fast'", dir);
 }
 
+// --autocast bf16 runs the steps under autocast and says so in each line;
+// the CUDA allocator's counts appear only for a CUDA device.
+TEST(CliBenchModels, AutocastIsNamedInTheJsonAndAnUnknownDtypeIsAUsageError) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("bench models --models tutorial --modes eager --batch 4 --steps 1 --json --autocast bf16", dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  std::vector<nlohmann::json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (const auto& j : lines) {
+    EXPECT_EQ(j["autocast"], "bf16") << j.dump();
+    EXPECT_GT(j["img_per_s"].get<double>(), 0.0) << j.dump();
+    EXPECT_FALSE(j.contains("cuda_mallocs")) << j.dump();
+  }
+  expect_usage_error("bench models --autocast fp8", "fp8", dir);
+}
+
