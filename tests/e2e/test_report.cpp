@@ -129,7 +129,8 @@ TEST(CliReport, RendersInHeadlessChromiumWithEveryChartDrawn) {
         ++series;
         EXPECT_EQ(points_in((*it)[1]), 2) << "two epochs, two points: " << (*it)[1];
       }
-      EXPECT_GE(series, 1);
+      // Training curves: eager and compiled; layer fusion: k = 0, 1, 2.
+      EXPECT_EQ(series, c.title.find("layer fusion") != std::string::npos ? 3 : 2);
     } else {
       int bars = 0;
       for (auto it = std::sregex_iterator(c.body.begin(), c.body.end(), height_re); it != std::sregex_iterator(); ++it)
@@ -137,10 +138,10 @@ TEST(CliReport, RendersInHeadlessChromiumWithEveryChartDrawn) {
       EXPECT_GE(bars, 1) << "a bar chart with no visible bar";
     }
   }
-  // The compiled training run is absent in this build: a labelled gap, said in words.
-  EXPECT_NE(html.find("compiled (default): not run"), std::string::npos);
-  EXPECT_NE(html.find("compiled_training_run()"), std::string::npos);
-  EXPECT_NE(html.find("layer_fusion_runs()"), std::string::npos);
+  // Every run happened: the compiled one (kiln train --compile) and k = 1, 2.
+  EXPECT_EQ(html.find("not run"), std::string::npos);
+  EXPECT_NE(html.find("compiled (default)"), std::string::npos);
+  EXPECT_NE(html.find("k = 2"), std::string::npos);
 
   // Chromium parses the page into the same charts (a markup error would drop or nest them).
   const std::string flags = " --headless --no-sandbox --disable-gpu --hide-scrollbars ";
