@@ -127,6 +127,7 @@ void apply_layer_fusion(const TrainOptions& o, nn::Module& model, optim::Optimiz
   fusion::Policy policy = fusion::parse_policy(o.layer_fusion_policy);
   auto pairs = fusion::freeze_similar(model, o.layer_fusion_topk, policy);
   opt.set_params(fusion::trainable_parameters(model));
+  if (o.quiet) return;
   if (o.json) {
     JsonLine list = JsonLine::array();
     for (const auto& p : pairs) list.push_back({{"a", p.a}, {"b", p.b}, {"cosine", p.cosine}});
