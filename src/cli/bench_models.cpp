@@ -118,10 +118,15 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
         wait_for(dev);
       };
     } else {
-      auto compiled = std::make_shared<decltype(compile(m, co))>(compile(m, co));
-      s.call = [compiled, x, dev, amp = o.autocast] {
-        NoGradGuard no_grad;
+      // The autocast scope inside the compiled function: capture records
+      // the casts (a compiled function called inside a scope is an error).
+      auto forward = [m, amp = o.autocast](const Tensor& xb) {
         MaybeAutocast scope(amp);
+        return m->forward(xb);
+      };
+      auto compiled = std::make_shared<Compiled<decltype(forward)>>(compile(forward, co));
+      s.call = [compiled, x, dev] {
+        NoGradGuard no_grad;
         (*compiled)(x);
         wait_for(dev);
       };
