@@ -11,7 +11,8 @@ Precisions (--precisions, default all three):
   float32  NCHW, no TF32 on either side (torch.backends.cudnn.allow_tf32 = False; kiln's default: FMA math)
   tf32     NCHW, float32 tensors with TF32 convolutions on both sides (torch's default; kiln KILN_CUDNN_TF32=1);
            matmuls stay full float32 on both (torch's default for matmul)
-  bf16     bf16 autocast; torch with channels-last (kiln: NCHW, or --kiln-channels-last once kiln has it)
+  bf16     bf16 autocast, channels-last on both sides (torch: model.to(memory_format=torch.channels_last) and a
+           channels-last batch; kiln: --channels-last; --no-kiln-channels-last runs kiln NCHW)
 
 What one step is, on both sides (as kiln bench models, docs/benchmarks.md): train = forward + cross entropy with
 the recipe's label smoothing under autocast, zero_grad, backward, the recipe's SGD step (momentum, nesterov,
@@ -116,8 +117,8 @@ def main():
     ap.add_argument("--precisions", default=",".join(PRECISIONS))
     ap.add_argument("--width", type=float, default=1.0, help="airbench's width (default 1)")
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per torch case (default 2)")
-    ap.add_argument("--kiln-channels-last", action="store_true",
-                    help="pass --channels-last to kiln's bf16 runs")
+    ap.add_argument("--kiln-channels-last", action=argparse.BooleanOptionalAction, default=True,
+                    help="pass --channels-last to kiln's bf16 runs (default; --no-kiln-channels-last: NCHW)")
     ap.add_argument("--json", help="also write one JSON object per case to this file")
     a = ap.parse_args()
     models = a.models.split(",")
@@ -138,12 +139,12 @@ def main():
         with open(a.json, "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
-    cl = " + channels-last" if a.kiln_channels_last else ""
+    cl = "" if a.kiln_channels_last else ", kiln NCHW"
     print(f"\n| model | phase | precision | kiln img/s | torch img/s | kiln/torch | kiln cudaMalloc/cudaFree |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         prec = {"float32": "float32 (no TF32)", "tf32": "float32, TF32 convs"}.get(
-            r["precision"], f"bf16 (torch + channels-last{', kiln' + cl if cl else ''})")
+            r["precision"], f"bf16 + channels-last{cl}")
         kr = f"{r['kiln_img_s']:,.0f}" if r["kiln_img_s"] else "error"
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else "-"
         print(f"| {r['model']} | {r['phase']} | {prec} | {kr} | {r['torch_img_s']:,.0f} | {ratio} | "

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/arg.h"
+#include "kiln/memory_format.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
@@ -73,6 +74,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // optimizers built before keep working). Floating buffers follow dtype.
   void to(Device device);
   void to(DType dtype);
+  // Lays out every 4-d floating parameter and buffer (convolution weights)
+  // in `format`, as PyTorch's module.to(memory_format=...): with
+  // MemoryFormat::ChannelsLast and channels-last inputs, CUDA convolutions
+  // run NHWC end to end with no weight copies per step.
+  void to(MemoryFormat format);
   // Sets every parameter's grad to undefined (set_to_none, torch's default).
   void zero_grad();
 

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "kiln/memory_format.h"
 #include "kiln/ops.h"
 #include "kiln/profile.h"
 
@@ -125,7 +126,9 @@ Tensors AccumulateGrad::apply(TensorSpan grad_outputs) {
   if (!leaf->grad) {
     // Take the incoming gradient when nothing else refers to it; otherwise
     // copy, so that in-place updates of .grad() never touch another tensor.
-    bool unique = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous();
+    // A dense channels-last gradient is taken as it is too (no NCHW copy).
+    bool unique = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 &&
+                  (g.is_contiguous() || is_contiguous(g, MemoryFormat::ChannelsLast));
     leaf->grad = unique ? g.impl_ptr() : g.clone().impl_ptr();
   } else {
     Tensor acc(leaf->grad);

@@ -237,6 +237,9 @@ void add_train(CLI::App& app, Invocation& inv) {
                 "docs/autocast.md")
       ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
       ->type_name("DTYPE");
+  t->add_flag("--channels-last", o.channels_last,
+              "lay out the batches and the convolution weights channels-last (NHWC; MemoryFormat::ChannelsLast): "
+              "on CUDA, convolutions, batch norm, pooling and pointwise ops then run NHWC kernels (docs/cuda.md)");
   CLI::Option* compile = t->add_flag("--compile", o.compile.enabled,
                                      "run the train step (forward, loss, backward, optimizer) and the evaluation "
                                      "forward as kiln::compile'd graphs (docs/compile.md)");
@@ -381,6 +384,8 @@ void add_bench(CLI::App& app, Invocation& inv) {
   models->add_option("--autocast", m.autocast, "mixed precision: the forward and loss in bf16 or fp16 (float32 weights)")
       ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
       ->type_name("DTYPE");
+  models->add_flag("--channels-last", m.channels_last,
+                   "the batch and the convolution weights channels-last (NHWC; MemoryFormat::ChannelsLast)");
   add_bench_fusion(bench, inv);
 }
 

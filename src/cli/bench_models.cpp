@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <functional>
 #include <iomanip>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -74,6 +75,10 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
   s.model = models::create(name, name == "airbench" ? o.width : 1.0);
   s.model->to(dev);
   Tensor x = randn({o.batch, 3, 32, 32}).to(dev);
+  if (o.channels_last) {
+    s.model->to(MemoryFormat::ChannelsLast);
+    x = contiguous(x, MemoryFormat::ChannelsLast);
+  }
   Tensor y = randint(0, 10, {o.batch}).to(dev);
   CompileOptions co = CompileOptions().name(name + "_" + phase).backend(o.backend);
   if (mode != "eager") co.mode(mode);
@@ -144,6 +149,7 @@ double warm_start_seconds(const BenchModelsOptions& o, const std::string& name, 
       << mode << " --phases " << phase << " --batch " << o.batch << " --width " << o.width << " --device "
       << o.device << " --backend " << o.backend;
   if (!o.autocast.empty()) cmd << " --autocast " << o.autocast;
+  if (o.channels_last) cmd << " --channels-last";
   cmd << " 2>/dev/null";
   FILE* p = popen(cmd.str().c_str(), "r");
   if (p == nullptr) return -1;
@@ -179,6 +185,8 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
   if (mode != "eager") r.compile_s = std::max(0.0, first - second);
   if (o.first_call_only) return r;
   const cuda::AllocatorStats before = dev.is_cuda() ? cuda::allocator_stats(dev.index) : cuda::AllocatorStats{};
+  if (dev.is_cuda() && std::getenv("KILN_CUDA_MALLOC_LOG"))
+    std::cerr << "kiln bench: " << name << " " << mode << " " << phase << ": timed steps start\n";
   int steps = 0;
   t0 = Clock::now();
   while (steps < kMaxSteps && (steps < kMinSteps || seconds_since(t0) < kTargetS) &&

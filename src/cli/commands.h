@@ -46,6 +46,7 @@ struct BenchModelsOptions {
   std::string device = "cpu";
   std::string backend = "cpp";  // what compiled modes run on: cpp (generated kernels) | interpreter
   std::string autocast;         // "" | bf16 | fp16: the forward and loss under kiln::autocast
+  bool channels_last = false;   // the batch and the 4-d weights in MemoryFormat::ChannelsLast
 };
 
 // kiln bench fusion (src/cli/bench_fusion.cpp, docs/layer-fusion.md).

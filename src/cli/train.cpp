@@ -96,7 +96,8 @@ struct EvalResult {
 };
 
 EvalResult evaluate(nn::Module& model, TrainStep& step, const data::ImageDataset& test, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t max_batches, int workers, Device device) {
+                    const std::vector<float>& std, int64_t max_batches, int workers, Device device,
+                    MemoryFormat format) {
   data::DataLoaderOptions lo;
   lo.batch_size = 500;
   lo.shuffle = false;
@@ -110,7 +111,7 @@ EvalResult evaluate(nn::Module& model, TrainStep& step, const data::ImageDataset
   int64_t correct = 0, seen = 0, batches = 0;
   auto t0 = Clock::now();
   while (auto batch = loader.next()) {
-    Tensor pred = step.logits(batch->images.to(device)).argmax(1);
+    Tensor pred = step.logits(contiguous(batch->images.to(device), format)).argmax(1);
     correct += static_cast<int64_t>(sum(eq(pred, batch->labels.to(device))).item());
     seen += batch->labels.numel();
     if (max_batches > 0 && ++batches >= max_batches) break;
@@ -222,6 +223,10 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   if (!o.save_init.empty()) save_safetensors(o.save_init, model->state_dict(), {{"model", o.model}});
   // Initialized (and loaded) on the host, then moved: the same weights on every device.
   if (!device.is_cpu()) model->to(device);
+  // --channels-last: the 4-d weights and every batch NHWC (after the move:
+  // a device copy is contiguous).
+  const MemoryFormat format = o.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  if (o.channels_last) model->to(format);
 
   std::unique_ptr<optim::Optimizer> opt;
   double lr;
@@ -297,7 +302,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
       auto b = loader.next();
       if (!b) break;
       schedule->apply(*opt, epoch * steps_per_epoch + step);
-      Tensor loss = train_step.train(b->images.to(device), b->labels.to(device));
+      Tensor loss = train_step.train(contiguous(b->images.to(device), format), b->labels.to(device));
       double l = loss.item();
       loss_sum += l;
       ++step;
@@ -309,7 +314,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     double secs = seconds_since(t0);
     train_time += secs;
     train_images += epoch_images;
-    EvalResult ev = evaluate(*model, train_step, test_set, mean, stdv, o.steps, o.workers, device);
+    EvalResult ev = evaluate(*model, train_step, test_set, mean, stdv, o.steps, o.workers, device, format);
     result.test_acc = ev.acc;
     eval_time_img = ev.img_per_s;
     double ips = static_cast<double>(epoch_images) / secs;

@@ -10,7 +10,10 @@
 // Pools as PyTorch's: requests up to 1 MiB come from 2 MiB segments (split
 // down to 512 bytes), larger ones from 20 MiB segments or their own rounded
 // to 2 MiB (split when at least 1 MiB would remain).
+#include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -183,6 +186,21 @@ class CudaCachingAllocator final : public Allocator {
     }
     KILN_CUDA_CHECK(err, "CUDA allocator (cudaMalloc)");
     ++cache.stats.num_cuda_mallocs;
+    // KILN_CUDA_MALLOC_LOG=1: each new segment on stderr, with the request
+    // that needed it and the cache's state then (what a steady-state
+    // cudaMalloc was for).
+    static const bool log = std::getenv("KILN_CUDA_MALLOC_LOG") != nullptr;
+    if (log)
+      std::fprintf(stderr,
+                   "kiln cuda: cudaMalloc %zu bytes on cuda:%d for a %zu-byte request (allocation #%llu; reserved "
+                   "%zu, allocated %zu, largest free large block %zu)\n",
+                   seg, dev, size, static_cast<unsigned long long>(cache.stats.num_allocs),
+                   static_cast<size_t>(cache.stats.reserved_bytes), static_cast<size_t>(cache.stats.allocated_bytes),
+                   cache.large_free.empty() ? size_t{0} : (*std::max_element(cache.large_free.begin(),
+                                                                             cache.large_free.end(),
+                                                                             [](const Block* a, const Block* b) {
+                                                                               return a->size < b->size;
+                                                                             }))->size);
     cache.stats.reserved_bytes += seg;
     auto* b = new Block();
     b->device = dev;

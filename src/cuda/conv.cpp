@@ -11,7 +11,8 @@
 // CUDNN_FMA_MATH (no TF32) and without Winograd, so results match the CPU's
 // (KILN_CUDNN_TF32=1 allows both for float32, as PyTorch's default);
 // float16/bfloat16 use tensor cores with float32 accumulation. Operands are
-// NCHW / OIHW (made contiguous first).
+// NCHW / OIHW (made contiguous first), or all NHWC when an activation is
+// channels-last (MemoryFormat::ChannelsLast).
 #include <cudnn.h>
 
 #include <array>
@@ -27,6 +28,7 @@
 
 #include "cuda/check.h"
 #include "kiln/cuda.h"
+#include "kiln/memory_format.h"
 #include "kiln/ops.h"
 #include "ops/op_def.h"
 
@@ -282,7 +284,7 @@ void log_plan(const char* op, const Geom& g, DType dt, const Plan& p) {
                p.workspace);
 }
 
-std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o) {
+std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o, bool cl) {
   const char* op = kind_name(kind);
   auto p = std::make_shared<Plan>();
   const cudnnDataType_t t = data_type(dt);
@@ -291,13 +293,16 @@ std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType
   KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y), op);
   KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w), op);
   KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv), op);
-  KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, t, as_int(g.N), as_int(g.C), as_int(g.H),
+  // Channels-last: input, output and filter all NHWC (KRSC), the layout
+  // cuDNN's tensor-core kernels read without transposing.
+  const cudnnTensorFormat_t fmt = cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, fmt, t, as_int(g.N), as_int(g.C), as_int(g.H),
                                               as_int(g.W)),
                    op);
-  KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, t, as_int(g.N), as_int(g.O), as_int(g.OH),
+  KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, fmt, t, as_int(g.N), as_int(g.O), as_int(g.OH),
                                               as_int(g.OW)),
                    op);
-  KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, t, CUDNN_TENSOR_NCHW, as_int(g.O), as_int(g.C / g.groups),
+  KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, t, fmt, as_int(g.O), as_int(g.C / g.groups),
                                               as_int(g.KH), as_int(g.KW)),
                    op);
   KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, as_int(g.ph), as_int(g.pw), as_int(g.sh), as_int(g.sw),
@@ -328,17 +333,17 @@ std::shared_ptr<Plan> make_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType
             g.O, ", ", g.C / g.groups, ", ", g.KH, ", ", g.KW, "] in ", dtype_name(dt));
 }
 
-std::shared_ptr<Plan> plan_for(int device, Kind kind, const Geom& g, DType dt, const Operands& o) {
+std::shared_ptr<Plan> plan_for(int device, Kind kind, const Geom& g, DType dt, const Operands& o, bool cl) {
   static std::map<Key, std::shared_ptr<Plan>> cache;
   static std::mutex mu;
   Key key{device, static_cast<int64_t>(kind), static_cast<int64_t>(dt), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW,
-          g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, 0};
+          g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, cl ? 1 : 0};
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   cudnnHandle_t h = handle_for(device);
   KILN_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)), kind_name(kind));
-  auto p = make_plan(h, kind, g, dt, o);
+  auto p = make_plan(h, kind, g, dt, o, cl);
   cache.emplace(key, p);
   return p;
 }
@@ -353,10 +358,18 @@ void run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const
     Tensor(out).fill_(0.0);
     return;
   }
-  Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  Tensor o = out.is_contiguous() ? out : Tensor::empty(out.shape(), out.dtype(), out.device());
+  // Channels-last when an activation of the call is (x, y, dy; the weight
+  // follows): every operand is then made NHWC, a no-op for those already so
+  // (the weights of a module moved with to(MemoryFormat::ChannelsLast)).
+  const Tensor& act_a = a_in;  // x or dy
+  const Tensor& act_b = kind == Kind::BackwardFilter ? b_in : out;  // x (weight grad) or y / dx
+  const bool cl = suggest_memory_format(act_a) == MemoryFormat::ChannelsLast ||
+                  suggest_memory_format(act_b) == MemoryFormat::ChannelsLast;
+  const MemoryFormat fmt = cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  Tensor a = contiguous(a_in, fmt), b = contiguous(b_in, fmt);
+  Tensor o = is_contiguous(out, fmt) ? out : empty(out.shape(), out.dtype(), out.device(), fmt);
   std::shared_ptr<Plan> p =
-      plan_for(device, kind, g, out.dtype(), Operands{a.data_ptr(), b.data_ptr(), o.data_ptr(), out.device()});
+      plan_for(device, kind, g, out.dtype(), Operands{a.data_ptr(), b.data_ptr(), o.data_ptr(), out.device()}, cl);
   cudnnHandle_t h = handle_for(device);
   KILN_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)), op);
   Tensor ws;

@@ -146,6 +146,10 @@ struct PoolCall {
   int64_t planes = 1, H = 1, W = 1, OH = 1, OW = 1;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   bool count_include_pad = true;
+  // Channels-last: in, out and indices are NHWC ([N, H, W, C] in memory),
+  // with C channels per pixel (planes = N * C as for NCHW).
+  bool channels_last = false;
+  int64_t C = 1;
   cudaStream_t stream = nullptr;
 };
 void launch_max_pool(const PoolCall& c);           // pool.cu
@@ -189,6 +193,8 @@ struct BatchNormCall {
   double* scratch = nullptr;  // batch_norm_scratch_doubles(c) doubles
   Scalar dtype = Scalar::Float32;
   int64_t N = 1, C = 1, HW = 1;
+  // Channels-last: x, g and out are [N * HW, C] in memory (NHWC) instead of [N, C, HW].
+  bool channels_last = false;
   int num_sms = 132;
   cudaStream_t stream = nullptr;
 };

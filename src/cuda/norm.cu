@@ -1,4 +1,4 @@
-// Batch norm kernels over dense [N, C, HW] tensors: per-channel sums in
+// Batch norm kernels over dense [N, C, HW] tensors (or channels-last [N, HW, C]): per-channel sums in
 // float64 (as the CPU kernels combine them, src/ops/norm.cpp), split over a
 // grid of (channel, chunk) blocks so a few wide channels still fill the GPU,
 // a per-channel kernel that finishes the statistics and coefficients, then
@@ -10,8 +10,22 @@ namespace {
 
 // Chunks per channel: about four blocks per SM over all channels, each
 // chunk at least a few thousand elements.
+// Channels-last sums: blocks of 32 channels x 8 row lanes.
+constexpr int kClChannels = 32, kClRows = kThreads / kClChannels;
+int64_t channel_groups(const BatchNormCall& c) { return (c.C + kClChannels - 1) / kClChannels; }
+
 int64_t chunks_for(const BatchNormCall& c) {
   const int64_t per_channel = c.N * c.HW;
+  if (c.channels_last) {
+    // About four blocks per SM over all channel groups, each chunk at least
+    // 512 rows (64 per row lane).
+    const int64_t groups = channel_groups(c);
+    int64_t chunks = (int64_t{c.num_sms} * 4 + groups - 1) / groups;
+    const int64_t by_size = (per_channel + 511) / 512;
+    if (chunks > by_size) chunks = by_size;
+    if (chunks > 1024) chunks = 1024;
+    return chunks < 1 ? 1 : chunks;
+  }
   int64_t chunks = (int64_t{c.num_sms} * 4 + c.C - 1) / c.C;
   const int64_t by_size = (per_channel + 4095) / 4096;
   if (chunks > by_size) chunks = by_size;
@@ -83,6 +97,51 @@ __global__ void channel_sums_kernel(BatchNormCall c, ChannelArray mean, int64_t 
   a = block_sum(a, shared);
   b = block_sum(b, shared);
   if (threadIdx.x == 0) {
+    c.scratch[static_cast<int64_t>(ch) * chunks + chunk] = a;
+    c.scratch[(c.C + ch) * chunks + chunk] = b;
+  }
+}
+
+// The channels-last version: x is [M = N * HW, C] in memory; block (group,
+// chunk) sums rows of its chunk for 32 consecutive channels (a warp reads
+// 32 neighbouring channels of one row), the 8 row lanes combined in shared
+// memory. Same scratch layout as channel_sums_kernel.
+template <typename T, int Mode, typename I>
+__global__ void channel_sums_cl_kernel(BatchNormCall c, ChannelArray mean, int64_t chunks) {
+  __shared__ double sa[kClRows][kClChannels + 1], sb[kClRows][kClChannels + 1];
+  const int tx = static_cast<int>(threadIdx.x) % kClChannels, ty = static_cast<int>(threadIdx.x) / kClChannels;
+  const I C = static_cast<I>(c.C);
+  const I ch = static_cast<I>(blockIdx.x) * kClChannels + static_cast<I>(tx);
+  const I chunk = static_cast<I>(blockIdx.y);
+  const I rows = static_cast<I>(c.N) * static_cast<I>(c.HW);
+  const I len = (rows + static_cast<I>(chunks) - 1) / static_cast<I>(chunks);
+  const I begin = chunk * len, end = begin + len < rows ? begin + len : rows;
+  const T* x = static_cast<const T*>(c.x);
+  const T* g = static_cast<const T*>(c.g);
+  double a = 0, b = 0;
+  if (ch < C) {
+    const double m = Mode == 0 ? 0.0 : load_channel(mean, ch, 0.0);
+    for (I r = begin + static_cast<I>(ty); r < end; r += kClRows) {
+      const I at = r * C + ch;
+      const double v = convert<double>(x[at]);
+      if constexpr (Mode == 0) {
+        a += v;
+        b += v * v;
+      } else {
+        const double gv = convert<double>(g[at]);
+        a += gv;
+        b += gv * (v - m);
+      }
+    }
+  }
+  sa[ty][tx] = a;
+  sb[ty][tx] = b;
+  __syncthreads();
+  if (ty == 0 && ch < C) {
+    for (int k = 1; k < kClRows; ++k) {
+      a += sa[k][tx];
+      b += sb[k][tx];
+    }
     c.scratch[static_cast<int64_t>(ch) * chunks + chunk] = a;
     c.scratch[(c.C + ch) * chunks + chunk] = b;
   }
@@ -161,7 +220,7 @@ __global__ void finish_backward_kernel(BatchNormCall c, BatchNormFinish f, int64
   }
 }
 
-template <typename T, typename I>
+template <typename T, typename I, bool ChannelsLast>
 __global__ void apply_kernel(BatchNormCall c, I n) {
   const T* x = static_cast<const T*>(c.x);
   const T* g = static_cast<const T*>(c.g);
@@ -169,7 +228,7 @@ __global__ void apply_kernel(BatchNormCall c, I n) {
   const I HW = static_cast<I>(c.HW), C = static_cast<I>(c.C);
   for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;
        i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I ch = (i / HW) % C;
+    const I ch = ChannelsLast ? i % C : (i / HW) % C;
     using A = Acc<T>;
     const A xv = convert<A>(x[i]);
     const A k1 = static_cast<A>(c.k1[ch]);
@@ -188,6 +247,17 @@ bool fits_int32(const BatchNormCall& c) { return c.N * c.C * c.HW < (int64_t{1} 
 template <int Mode>
 void run_sums(const BatchNormCall& c, const ChannelArray& mean) {
   const int64_t chunks = chunks_for(c);
+  if (c.channels_last) {
+    dim3 grid(static_cast<unsigned>(channel_groups(c)), static_cast<unsigned>(chunks));
+    visit_float(c.dtype, [&]<typename T>() {
+      if (fits_int32(c))
+        channel_sums_cl_kernel<T, Mode, uint32_t><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks);
+      else
+        channel_sums_cl_kernel<T, Mode, int64_t><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks);
+    });
+    KILN_CUDA_CHECK_LAUNCH("batch_norm");
+    return;
+  }
   dim3 grid(static_cast<unsigned>(c.C), static_cast<unsigned>(chunks));
   visit_float(c.dtype, [&]<typename T>() {
     if (fits_int32(c))
@@ -232,11 +302,15 @@ void launch_batch_norm_apply(const BatchNormCall& c) {
   int64_t blocks = (n + kThreads - 1) / kThreads;
   const int64_t cap = int64_t{c.num_sms} * 16;
   if (blocks > cap) blocks = cap;
+  const unsigned nb = static_cast<unsigned>(blocks);
   visit_float(c.dtype, [&]<typename T>() {
-    if (fits_int32(c))
-      apply_kernel<T, uint32_t><<<static_cast<unsigned>(blocks), kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
-    else
-      apply_kernel<T, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, c.stream>>>(c, n);
+    if (fits_int32(c)) {
+      if (c.channels_last) apply_kernel<T, uint32_t, true><<<nb, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
+      else apply_kernel<T, uint32_t, false><<<nb, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
+    } else {
+      if (c.channels_last) apply_kernel<T, int64_t, true><<<nb, kThreads, 0, c.stream>>>(c, n);
+      else apply_kernel<T, int64_t, false><<<nb, kThreads, 0, c.stream>>>(c, n);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("batch_norm");
 }

@@ -18,6 +18,7 @@
 #include "cuda/kernels.h"
 #include "cuda/ops_common.h"
 #include "kiln/cuda.h"
+#include "kiln/memory_format.h"
 #include "kiln/ops.h"
 #include "ops/op_def.h"
 
@@ -83,11 +84,17 @@ PointwiseCall make_call(PointwiseOp op, DType compute, const Tensor& out, std::i
     ++k;
   }
   c.nin = nops - 1;
+  // Walk the dims in out's memory order (largest stride first; a stable
+  // sort keeps a contiguous out's order), so operands laid out alike (NHWC
+  // channels-last ones too) merge into one dense dim.
+  std::vector<int> order(static_cast<size_t>(nd));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return strides[0][a] > strides[0][b]; });
   // Keep dims of size > 1, merging a dim into the one before when every
   // operand's outer stride equals its inner stride times the inner size.
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> st(static_cast<size_t>(nops));
-  for (int d = 0; d < nd; ++d) {
+  for (int d : order) {
     if (shape[d] == 1) continue;
     bool merge = !sizes.empty();
     for (int j = 0; j < nops && merge; ++j) merge = st[j].back() == strides[j][d] * shape[d];
@@ -128,9 +135,13 @@ void fill_with(const Tensor& dst, double value) {
   launch_cast(c);
 }
 
+Tensor empty_like_layout(const Tensor& like, DType dt) {
+  return empty(like.shape(), dt, like.device(), suggest_memory_format(like));
+}
+
 Tensor converted(const Tensor& t, DType dt) {
   if (t.dtype() == dt || is_number(t)) return t;
-  Tensor r = Tensor::empty(t.shape(), dt, t.device());
+  Tensor r = empty_like_layout(t, dt);
   cast_into(t, r);
   return r;
 }
@@ -279,6 +290,18 @@ void reduce_into(const Tensor& x_in, const std::vector<int64_t>& dims_attr, cons
   Tensor x = converted(x_in, acc);
   const int64_t nd = x.dim();
   std::vector<int64_t> dims = wrap_dims(dims_attr, nd, "reduction");
+  // A channels-last input is reduced as its dense NHWC view when that keeps
+  // the order of the kept dims (C kept only with H and W both reduced): the
+  // global average pool's mean over {2, 3} reads [N, HW, C] with no copy.
+  if (nd == 4 && !dims.empty() && suggest_memory_format(x) == MemoryFormat::ChannelsLast) {
+    auto reduced_dim = [&](int64_t d) { return std::binary_search(dims.begin(), dims.end(), d); };
+    if (reduced_dim(1) || (reduced_dim(2) && reduced_dim(3))) {
+      static constexpr int64_t kNhwcPos[4] = {0, 3, 1, 2};  // dim d of NCHW is dim kNhwcPos[d] of NHWC
+      for (int64_t& d : dims) d = kNhwcPos[d];
+      std::sort(dims.begin(), dims.end());
+      x = x.permute({0, 2, 3, 1});
+    }
+  }
   int64_t reduced = 1;
   for (int64_t d : dims) reduced *= x.shape()[d];
   const int64_t kept = reduced == 0 ? out.numel() : x.numel() / std::max<int64_t>(reduced, 1);

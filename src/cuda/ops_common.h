@@ -6,6 +6,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "kiln/memory_format.h"
 #include "kiln/tensor.h"
 #include "ops/op_def.h"
 
@@ -20,7 +21,9 @@ PointwiseCall make_call(PointwiseOp op, DType compute, const Tensor& out, std::i
 // Writes src (any dtype, broadcast to dst) into dst (any dtype and layout).
 void cast_into(const Tensor& src, const Tensor& dst);
 void fill_with(const Tensor& dst, double value);
-// t in dtype dt (t itself when it already is).
+// A new tensor of like's shape in dtype dt, channels-last when like is.
+Tensor empty_like_layout(const Tensor& like, DType dt);
+// t in dtype dt (t itself when it already is; a copy keeps a channels-last layout).
 Tensor converted(const Tensor& t, DType dt);
 int multiprocessors(int device);
 
@@ -32,7 +35,7 @@ void with_compute_output(const Tensor& out, DType cd, Body body) {
     body(out);
     return;
   }
-  Tensor y = Tensor::empty(out.shape(), cd, out.device());
+  Tensor y = empty_like_layout(out, cd);
   body(y);
   cast_into(y, out);
 }

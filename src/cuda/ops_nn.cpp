@@ -10,6 +10,7 @@
 #include "cuda/kernels.h"
 #include "cuda/ops_common.h"
 #include "kiln/cuda.h"
+#include "kiln/memory_format.h"
 #include "kiln/ops.h"
 #include "ops/op_def.h"
 
@@ -51,27 +52,46 @@ PoolCall pool_call(const Shape& xs, const Shape& ys, const Attrs& a, bool dilate
   return c;
 }
 
+// out itself when dense in `format`, else a temporary that is (the caller
+// copies it into out afterwards).
+Tensor dense_output(const Tensor& out, MemoryFormat format) {
+  return is_contiguous(out, format) ? out : empty(out.shape(), out.dtype(), out.device(), format);
+}
+
+// Pooling runs NHWC kernels when the activation (the input forward, the
+// input's gradient backward) is channels-last, NCHW ones otherwise.
+void set_layout(PoolCall& c, MemoryFormat format, int64_t C) {
+  c.channels_last = format == MemoryFormat::ChannelsLast;
+  c.C = C;
+}
+
 void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  Tensor x = in[0].contiguous();
+  const MemoryFormat fmt = suggest_memory_format(in[0]);
+  Tensor x = contiguous(in[0], fmt);
   PoolCall c = pool_call(x.shape(), out[0].shape(), a, true);
-  Tensor y = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), out[0].device());
+  set_layout(c, fmt, x.shape()[1]);
+  Tensor y = dense_output(out[0], fmt), idx = dense_output(out[1], fmt);
   c.in = x.data_ptr();
   c.out = y.data_ptr();
-  c.indices = static_cast<int64_t*>(out[1].data_ptr());  // a fresh output: contiguous
+  c.indices = static_cast<int64_t*>(idx.data_ptr());
   c.dtype = scalar_of(x.dtype());
   c.stream = stream_of(x);
   launch_max_pool(c);
   if (!y.shares_storage(out[0])) cast_into(y, out[0]);
+  if (!idx.shares_storage(out[1])) cast_into(idx, out[1]);
 }
 
 void max_pool_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Shape& xs = a.ints("input_shape");
-  Tensor go = in[0].contiguous(), idx = in[1].contiguous();
+  const MemoryFormat fmt = suggest_memory_format(out[0]);
+  Tensor go = contiguous(in[0], fmt), idx = contiguous(in[1], fmt);
   const DType cd = compute_dtype(out[0].dtype());
   Tensor bad = flag_scratch(go);
-  with_compute_output(out[0], cd, [&](const Tensor& gx) {
+  with_compute_output(out[0], cd, [&](const Tensor& gx_out) {
+    Tensor gx = dense_output(gx_out, fmt);
     fill_with(gx, 0.0);
     PoolCall c;
+    set_layout(c, fmt, xs[1]);
     c.planes = xs[0] * xs[1];
     c.H = xs[2], c.W = xs[3];
     c.OH = go.shape()[2], c.OW = go.shape()[3];
@@ -82,6 +102,7 @@ void max_pool_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&
     c.dtype = scalar_of(go.dtype());
     c.stream = stream_of(go);
     launch_max_pool_backward(c);
+    if (!gx.shares_storage(gx_out)) cast_into(gx, gx_out);
   });
   std::vector<int64_t> f = read_flag(bad);
   KILN_CHECK(f[0] == 0, "max_pool2d_backward: index ", f[1], " is outside the input plane of ", xs[2], "x", xs[3],
@@ -90,9 +111,11 @@ void max_pool_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&
 }
 
 void avg_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  Tensor x = in[0].contiguous();
+  const MemoryFormat fmt = suggest_memory_format(in[0]);
+  Tensor x = contiguous(in[0], fmt);
   PoolCall c = pool_call(x.shape(), out[0].shape(), a, false);
-  Tensor y = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), out[0].device());
+  set_layout(c, fmt, x.shape()[1]);
+  Tensor y = dense_output(out[0], fmt);
   c.in = x.data_ptr();
   c.out = y.data_ptr();
   c.dtype = scalar_of(x.dtype());
@@ -103,17 +126,21 @@ void avg_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }
 
 void avg_pool_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  Tensor go = in[0].contiguous();
+  const MemoryFormat fmt = suggest_memory_format(out[0]);
+  Tensor go = contiguous(in[0], fmt);
   const DType cd = compute_dtype(out[0].dtype());
-  with_compute_output(out[0], cd, [&](const Tensor& gx) {
+  with_compute_output(out[0], cd, [&](const Tensor& gx_out) {
+    Tensor gx = dense_output(gx_out, fmt);
     fill_with(gx, 0.0);
     PoolCall c = pool_call(gx.shape(), go.shape(), a, false);
+    set_layout(c, fmt, gx.shape()[1]);
     c.in = go.data_ptr();
     c.out = gx.data_ptr();
     c.dtype = scalar_of(go.dtype());
     c.count_include_pad = a.b("count_include_pad");
     c.stream = stream_of(go);
     launch_avg_pool_backward(c);
+    if (!gx.shares_storage(gx_out)) cast_into(gx, gx_out);
   });
 }
 
@@ -121,6 +148,7 @@ void avg_pool_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&
 
 BatchNormCall bn_call(const Tensor& x) {
   BatchNormCall c;
+  c.channels_last = suggest_memory_format(x) == MemoryFormat::ChannelsLast;
   c.x = x.data_ptr();
   c.dtype = scalar_of(x.dtype());
   c.N = x.shape()[0];
@@ -158,7 +186,8 @@ struct ChannelTensor {
 };
 
 void batch_norm_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  Tensor x = in[0].contiguous();
+  const MemoryFormat fmt = suggest_memory_format(in[0]);
+  Tensor x = contiguous(in[0], fmt);
   const Device dev = x.device();
   BatchNormCall c = bn_call(x);
   BatchNormFinish f;
@@ -170,7 +199,7 @@ void batch_norm_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   f.save_mean = sm.array(), f.save_invstd = si.array();
   Tensor scratch = bn_scratch(c, dev), k = Tensor::empty({2, c.C}, DType::Float64, dev);
   c.scratch = f64(scratch);
-  Tensor y = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), dev);
+  Tensor y = dense_output(out[0], fmt);
   c.out = y.data_ptr();
   launch_batch_norm_forward(c, f, f64(k), f64(k) + c.C);
   if (!y.shares_storage(out[0])) cast_into(y, out[0]);
@@ -185,7 +214,8 @@ void batch_norm_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }
 
 void batch_norm_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  Tensor go = in[0].contiguous(), x = in[1].contiguous();
+  const MemoryFormat fmt = suggest_memory_format(in[1]);
+  Tensor go = contiguous(in[0], fmt), x = contiguous(in[1], fmt);
   const Device dev = x.device();
   BatchNormCall c = bn_call(x);
   BatchNormFinish f;
@@ -196,7 +226,7 @@ void batch_norm_backward_kernel(TensorSpan in, std::span<Tensor> out, const Attr
   Tensor scratch = bn_scratch(c, dev), k = Tensor::empty({3, c.C}, DType::Float64, dev);
   c.g = go.data_ptr();
   c.scratch = f64(scratch);
-  Tensor gx = out[0].is_contiguous() ? out[0] : Tensor::empty(out[0].shape(), out[0].dtype(), dev);
+  Tensor gx = dense_output(out[0], fmt);
   c.out = gx.data_ptr();
   launch_batch_norm_backward(c, f, f64(k), f64(k) + c.C, f64(k) + 2 * c.C);
   if (!gx.shares_storage(out[0])) cast_into(gx, out[0]);

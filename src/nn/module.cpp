@@ -183,6 +183,10 @@ void Module::to(DType dtype) {
   convert_all(*this, true, [&](const Tensor& t) { return t.to(dtype).contiguous(); });
 }
 
+void Module::to(MemoryFormat format) {
+  convert_all(*this, true, [&](const Tensor& t) { return t.dim() == 4 ? contiguous(t, format) : t; });
+}
+
 void Module::zero_grad() {
   for (auto& [_, t] : named_parameters()) t.set_grad(Tensor());
 }

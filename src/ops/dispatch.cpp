@@ -9,6 +9,7 @@
 #include "kiln/cuda.h"
 #include "ops/dispatch_mode.h"
 #include "ops/families.h"
+#include "ops/layout.h"
 #include "ops/op_def.h"
 
 namespace kiln {
@@ -347,13 +348,10 @@ Tensors dispatch_below_modes(OpId id, Tensors& inputs, const Attrs& attrs) {
                  "), which has no values to write; pass real tensors");
       outputs.push_back(self);
       self.bump_version();
-    } else if (meta) {
-      // Shapes only: meta outputs, no kernel.
-      outputs.reserve(metas.size());
-      for (const TensorMeta& m : metas) outputs.push_back(Tensor::meta(m.shape, m.dtype, m.device));
     } else {
-      outputs.reserve(metas.size());
-      for (const TensorMeta& m : metas) outputs.push_back(Tensor::empty(m.shape, m.dtype, m.device));
+      // Meta inputs: shapes only, meta outputs and no kernel. The strides
+      // (channels-last on CUDA, ...) come from ops/layout.h.
+      outputs = allocate_outputs(id, inputs, attrs, metas, meta);
     }
     if (!meta) kernel(inputs, outputs, attrs);
   }

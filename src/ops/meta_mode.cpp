@@ -1,5 +1,7 @@
 #include "ops/meta_mode.h"
 
+#include "ops/layout.h"
+
 namespace kiln {
 
 Tensors meta_outputs(OpId id, TensorSpan inputs, const Attrs& attrs) {
@@ -12,9 +14,7 @@ Tensors meta_outputs(OpId id, TensorSpan inputs, const Attrs& attrs) {
     def.infer(inputs, attrs);  // validates
     return {inputs[0]};
   }
-  Tensors out;
-  for (const TensorMeta& m : def.infer(inputs, attrs)) out.push_back(Tensor::meta(m.shape, m.dtype, m.device));
-  return out;
+  return allocate_outputs(id, inputs, attrs, def.infer(inputs, attrs), true);
 }
 
 Tensors MetaMode::handle(OpId id, Tensors& inputs, const Attrs& attrs, const NextMode& next) {

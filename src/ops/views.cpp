@@ -7,6 +7,7 @@
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
 #include "ops/families.h"
+#include "kiln/memory_format.h"
 #include "ops/op_def.h"
 
 namespace kiln {
@@ -262,8 +263,16 @@ Tensors transpose_dec(TensorSpan in, const Attrs& a) {
   std::swap(dims[d0], dims[d1]);
   return {x.permute(dims)};
 }
-Tensors contiguous_dec(TensorSpan in, const Attrs&) {
+// contiguous(x, MemoryFormat::ChannelsLast) sets memory_format; the copy
+// then gets channels-last strides (ops/layout.h).
+Tensors contiguous_dec(TensorSpan in, const Attrs& a) {
   const Tensor& x = in[0];
+  if (a.has("memory_format") && a.s("memory_format") == "channels_last") {
+    KILN_CHECK(x.dim() == 4, "contiguous(ChannelsLast): needs a 4-d [N, C, H, W] tensor, got ",
+               dtype_name(x.dtype()), shape_str(x.shape()), "; use contiguous() for other ranks");
+    if (is_contiguous(x, MemoryFormat::ChannelsLast)) return {x};
+    return {dispatch1(OpId::copy, {x}, a)};
+  }
   if (x.is_contiguous()) return {x};
   return {clone(x)};
 }

@@ -4,6 +4,7 @@
 //   b = d (first step) | momentum*b + (1-dampening)*d
 //   d = nesterov ? d + momentum*b : b
 //   p -= lr*d
+#include "kiln/memory_format.h"
 #include "kiln/profile.h"
 #include "optim/state.h"
 
@@ -29,7 +30,13 @@ void SGD::zero_missing_buffers() {
   NoGradGuard no_grad;
   // A frozen parameter (Layer Fusion) gets no buffer: it never gets a grad.
   for (size_t i = 0; i < params_.size(); ++i)
-    if (!momentum_buffers_[i].defined() && params_[i].requires_grad()) momentum_buffers_[i] = zeros_like(params_[i]);
+    if (!momentum_buffers_[i].defined() && params_[i].requires_grad()) {
+      // On CUDA in the parameter's layout (channels-last weights), so the
+      // update kernels run over one dense range.
+      momentum_buffers_[i] = zeros_like(params_[i]);
+      if (params_[i].device().is_cuda())
+        momentum_buffers_[i] = contiguous(momentum_buffers_[i], suggest_memory_format(params_[i]));
+    }
 }
 
 void SGD::reindex_state(const std::vector<int64_t>& from) {

@@ -1,0 +1,238 @@
+// Channels-last (MemoryFormat::ChannelsLast): the layout API, and results in
+// that layout equal to the NCHW results — on the CPU (whose kernels take
+// channels-last inputs and write contiguous outputs) and on CUDA, where
+// conv, batch norm, pooling and pointwise ops keep the layout, forward and
+// backward. The CUDA cases skip without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "testing/zoo_step.h"
+
+namespace kiln {
+namespace {
+
+using testing::scaled_error;
+
+const Device kCuda = Device::cuda(0);
+
+// The reason as the runtime gives it ("no CUDA device: ..." already, or a
+// build without CUDA).
+std::string no_cuda_message() {
+  std::string why = cuda::unavailable_reason();
+  return why.rfind("no CUDA device", 0) == 0 ? why : "no CUDA device: " + why;
+}
+#define SKIP_WITHOUT_CUDA() \
+  if (!cuda::is_available()) GTEST_SKIP() << no_cuda_message()
+
+Tensor randn_seeded(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  return randn(s, {}, &g);
+}
+
+bool is_cl(const Tensor& t) { return suggest_memory_format(t) == MemoryFormat::ChannelsLast; }
+
+TEST(ChannelsLast, LayoutApi) {
+  Tensor x = randn_seeded({2, 3, 4, 5}, 1);
+  EXPECT_EQ(suggest_memory_format(x), MemoryFormat::Contiguous);
+  EXPECT_FALSE(is_contiguous(x, MemoryFormat::ChannelsLast));
+  Tensor y = contiguous(x, MemoryFormat::ChannelsLast);
+  EXPECT_EQ(y.strides(), (Shape{60, 1, 15, 3}));
+  EXPECT_EQ(y.shape(), x.shape());
+  EXPECT_TRUE(is_contiguous(y, MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(y.is_contiguous());
+  EXPECT_TRUE(is_cl(y));
+  EXPECT_TRUE(allclose(y, x, 0.0, 0.0));
+  // Already channels-last: the tensor itself; back to NCHW: a contiguous copy.
+  EXPECT_EQ(contiguous(y, MemoryFormat::ChannelsLast).impl(), y.impl());
+  Tensor z = contiguous(y, MemoryFormat::Contiguous);
+  EXPECT_TRUE(z.is_contiguous());
+  EXPECT_TRUE(allclose(z, x, 0.0, 0.0));
+  // [N, C, 1, 1] is dense in both formats, and suggests contiguous.
+  Tensor p = randn_seeded({4, 6, 1, 1}, 2);
+  EXPECT_TRUE(is_contiguous(p, MemoryFormat::ChannelsLast));
+  EXPECT_EQ(suggest_memory_format(contiguous(p, MemoryFormat::ChannelsLast)), MemoryFormat::Contiguous);
+  // Only 4-d tensors have a channels-last layout.
+  EXPECT_THROW(contiguous(randn_seeded({2, 3, 4}, 3), MemoryFormat::ChannelsLast), Error);
+  EXPECT_EQ(channels_last_strides({8, 16, 2, 3}), (Shape{96, 1, 48, 16}));
+  Tensor e = empty({2, 3, 4, 5}, DType::BFloat16, Device::cpu(), MemoryFormat::ChannelsLast);
+  EXPECT_EQ(e.strides(), (Shape{60, 1, 15, 3}));
+  EXPECT_THROW(empty_strided({2, 3}, {1, 1}, DType::Float32, Device::cpu()), Error);
+}
+
+TEST(ChannelsLast, CopyIsDifferentiable) {
+  Tensor x = randn_seeded({2, 3, 4, 5}, 4).requires_grad_();
+  Tensor w = randn_seeded({2, 3, 4, 5}, 5);
+  sum(mul(contiguous(x, MemoryFormat::ChannelsLast), w)).backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(allclose(x.grad(), w, 0.0, 0.0));
+}
+
+struct ZooRun {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+// One training-mode forward and backward of a zoo model, NCHW or with the
+// batch and the 4-d weights channels-last; optionally under bf16 autocast.
+// perturbation > 0: the input times (1 + perturbation * noise), the
+// rounding-sized change that measures how much the network amplifies it.
+ZooRun zoo_run(const std::string& name, Device device, bool channels_last, bool bf16, double perturbation = 0) {
+  manual_seed(17);
+  auto model = models::create(name, name == "airbench" ? 0.25 : 1.0);
+  model->to(device);
+  if (channels_last) model->to(MemoryFormat::ChannelsLast);
+  Tensor x = randn_seeded({8, 3, 32, 32}, 21);
+  if (perturbation > 0) x = mul(x, add(mul(randn_seeded({8, 3, 32, 32}, 23), perturbation), 1.0));
+  x = x.to(device);
+  Tensor y = clamp(mul(sigmoid(randn_seeded({8}, 22)), 10.0).to(DType::Int64), 0.0, 9.0).to(device);
+  if (channels_last) x = contiguous(x, MemoryFormat::ChannelsLast);
+  ZooRun r;
+  Tensor loss;
+  {
+    std::optional<autocast> ac;
+    if (bf16) ac.emplace(DType::BFloat16);
+    r.out = model->forward(x);
+    loss = cross_entropy(r.out, y);
+  }
+  loss.backward();
+  for (const Tensor& p : model->parameters()) {
+    r.grads.push_back(p.grad());
+    // Gradients come back in their parameter's layout.
+    if (channels_last && device.is_cuda() && p.dim() == 4 && p.shape()[2] * p.shape()[3] > 1) {
+      EXPECT_TRUE(is_cl(p.grad())) << name << " parameter " << shape_str(p.shape());
+    }
+  }
+  return r;
+}
+
+// The channels-last run against the NCHW run: within `tol`, or within 3x
+// what the NCHW run itself moves on an input perturbed by `perturbation`
+// (other cuDNN algorithms sum in other orders; batch norm over 8 images
+// amplifies such rounding in ResNet-18's gradients by orders of magnitude,
+// as tests/backend's CudaZoo measures).
+void expect_same_runs(const std::string& name, Device device, bool bf16, double tol, double perturbation) {
+  ZooRun a = zoo_run(name, device, false, bf16), b = zoo_run(name, device, true, bf16);
+  ZooRun p = perturbation > 0 ? zoo_run(name, device, false, bf16, perturbation) : a;
+  EXPECT_LE(scaled_error(b.out, a.out), std::max(tol, 3 * scaled_error(p.out, a.out))) << name << " output";
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    ASSERT_TRUE(a.grads[i].defined() && b.grads[i].defined()) << name << " parameter " << i;
+    const double pert_err = scaled_error(p.grads[i], a.grads[i]);
+    EXPECT_LE(scaled_error(b.grads[i], a.grads[i]), std::max(tol, 3 * pert_err))
+        << name << " gradient of parameter " << i << " " << shape_str(a.grads[i].shape())
+        << " (the NCHW run on a perturbed input moves by " << pert_err << ")";
+  }
+}
+
+class ChannelsLastZoo : public ::testing::TestWithParam<std::string> {};
+
+// CPU: channels-last inputs and weights through the CPU kernels give the
+// NCHW run's values.
+TEST_P(ChannelsLastZoo, CpuMatchesNchw) { expect_same_runs(GetParam(), Device::cpu(), false, 1e-5, 0.0); }
+
+// CUDA float32: NHWC cuDNN algorithms sum in other orders (FMA math, no
+// TF32), so a float32-rounding bound; batch norm over 8 images amplifies.
+TEST_P(ChannelsLastZoo, CudaMatchesNchw) {
+  SKIP_WITHOUT_CUDA();
+  expect_same_runs(GetParam(), kCuda, false, 1e-3, 1e-5);
+}
+
+// CUDA bf16 autocast: 8 significant bits, the zoo's low-precision bound.
+TEST_P(ChannelsLastZoo, CudaBf16MatchesNchw) {
+  SKIP_WITHOUT_CUDA();
+  expect_same_runs(GetParam(), kCuda, true, 5e-2, 4e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ChannelsLastZoo, ::testing::Values("tutorial", "resnet18", "airbench"));
+
+// Each op on CUDA with channels-last inputs: the output keeps the layout
+// (no hidden NCHW copy) and equals the NCHW result; so do the gradients.
+TEST(ChannelsLastCuda, OpsKeepTheLayout) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    const double tol = dt == DType::Float32 ? 1e-4 : 2e-2;
+    Tensor x = randn_seeded({4, 16, 12, 12}, 7).to(dt).to(kCuda);
+    Tensor w = randn_seeded({8, 16, 3, 3}, 8).to(dt).to(kCuda);
+    Tensor xc = contiguous(x, MemoryFormat::ChannelsLast), wc = contiguous(w, MemoryFormat::ChannelsLast);
+    auto check = [&](const Tensor& got, const Tensor& want, const char* what) {
+      EXPECT_TRUE(is_cl(got)) << what << " " << dtype_name(dt) << " strides " << shape_str(got.strides());
+      EXPECT_LE(scaled_error(got, want), tol) << what << " " << dtype_name(dt);
+    };
+    Conv2dParams p;
+    p.padding = {1, 1};
+    check(conv2d(xc, wc, Tensor(), p), conv2d(x, w, Tensor(), p), "conv2d");
+    check(conv2d(xc, w, Tensor(), p), conv2d(x, w, Tensor(), p), "conv2d (NCHW weight)");
+    Tensor go = randn_seeded({4, 8, 12, 12}, 9).to(dt).to(kCuda);
+    Tensor goc = contiguous(go, MemoryFormat::ChannelsLast);
+    check(conv2d_backward_input(goc, wc, x.shape(), p), conv2d_backward_input(go, w, x.shape(), p),
+          "conv2d_backward_input");
+    Tensor gw = conv2d_backward_weight(goc, xc, w.shape(), p);
+    check(gw, conv2d_backward_weight(go, x, w.shape(), p), "conv2d_backward_weight");
+    check(relu(xc), relu(x), "relu");
+    check(add(xc, xc), add(x, x), "add");
+    Tensor bias = randn_seeded({1, 16, 1, 1}, 10).to(dt).to(kCuda);
+    check(mul(xc, bias), mul(x, bias), "mul (broadcast)");
+    check(xc.to(DType::Float32), x.to(DType::Float32), "cast");
+    check(max_pool2d(xc, {2, 2}), max_pool2d(x, {2, 2}), "max_pool2d");
+    check(max_pool2d(xc, {3, 3}, {2, 2}, {1, 1}), max_pool2d(x, {3, 3}, {2, 2}, {1, 1}), "max_pool2d 3x3/2");
+    check(avg_pool2d(xc, {2, 2}), avg_pool2d(x, {2, 2}), "avg_pool2d");
+    EXPECT_LE(scaled_error(mean(xc, {2, 3}), mean(x, {2, 3})), tol) << "mean over H, W";
+    Tensor g = randn_seeded({16}, 11).to(kCuda), b = randn_seeded({16}, 12).to(kCuda);
+    Tensor rm = zeros({16}).to(kCuda), rv = ones({16}).to(kCuda), rm2 = zeros({16}).to(kCuda),
+           rv2 = ones({16}).to(kCuda);
+    if (dt == DType::BFloat16) {
+      g = g.to(dt), b = b.to(dt);
+    }
+    check(batch_norm(xc, g, b, rm, rv, true), batch_norm(x, g, b, rm2, rv2, true), "batch_norm");
+    EXPECT_LE(scaled_error(rm, rm2), 1e-5) << "running_mean";
+    EXPECT_LE(scaled_error(rv, rv2), 1e-5) << "running_var";
+    // Gradients through pooling, batch norm and relu come back channels-last.
+    auto grads = [&](const Tensor& input) {
+      Tensor leaf = input.detach().requires_grad_();
+      Tensor h = relu(batch_norm(max_pool2d(leaf, {2, 2}), g, b, Tensor(), Tensor(), true));
+      Tensor h2 = avg_pool2d(h, {2, 2});
+      sum(mul(h2, h2)).backward();
+      return leaf.grad();
+    };
+    check(grads(xc), grads(x), "gradient through max_pool2d, batch_norm, relu, avg_pool2d");
+  }
+}
+
+// Training with channels-last in steady state: no cudaMalloc, as NCHW.
+TEST(ChannelsLastCuda, TrainingSteadyStateMakesNoCudaMalloc) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(5);
+  auto model = models::create("airbench", 0.25);
+  model->to(kCuda);
+  model->to(MemoryFormat::ChannelsLast);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+  Tensor x = contiguous(randn_seeded({32, 3, 32, 32}, 6).to(kCuda), MemoryFormat::ChannelsLast);
+  Tensor y = clamp(mul(sigmoid(randn_seeded({32}, 7)), 10.0).to(DType::Int64), 0.0, 9.0).to(kCuda);
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      autocast ac(DType::BFloat16);
+      loss = cross_entropy(model->forward(x), y, 0.2);
+    }
+    loss.backward();
+    opt.step();
+  };
+  step();
+  step();
+  cuda::synchronize();
+  cuda::AllocatorStats before = cuda::allocator_stats();
+  for (int i = 0; i < 5; ++i) step();
+  cuda::synchronize();
+  cuda::AllocatorStats after = cuda::allocator_stats();
+  EXPECT_EQ(after.num_cuda_mallocs, before.num_cuda_mallocs);
+  EXPECT_EQ(after.num_cuda_frees, before.num_cuda_frees);
+}
+
+}  // namespace
+}  // namespace kiln
