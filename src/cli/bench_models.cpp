@@ -184,13 +184,22 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
   // (the second call's) is not compile time.
   if (mode != "eager") r.compile_s = std::max(0.0, first - second);
   if (o.first_call_only) return r;
-  // Three more warm-up steps (five in all, as bench/vs_torch_cuda.py gives
-  // torch): the caching allocator's pools settle by then. With two, the
-  // third step of tutorial's bf16 NCHW training still took one 2 MiB segment
-  // for an 800 KB request (its small pool fragmented by the second step's
-  // pattern, where the last step's gradients live through the forward;
-  // KILN_CUDA_MALLOC_LOG=1 shows it), counted as a steady-state cudaMalloc.
+  // Warm-up until the device's caching allocator has settled: three more
+  // steps, then (CUDA) more until one step makes no cudaMalloc, at most 20.
+  // Tutorial's bf16 NCHW training took one more 2 MiB small-pool segment in
+  // its sixth step (an 800 KB request; KILN_CUDA_MALLOC_LOG=1 shows each new
+  // segment): best-fit splitting of the pools shifts for a few steps after
+  // the second, where the last step's gradients first live through the
+  // forward. Steady state is what comes after.
   for (int i = 0; i < 3; ++i) s.call();
+  if (dev.is_cuda()) {
+    for (int i = 0; i < 20; ++i) {
+      const uint64_t mallocs = cuda::allocator_stats(dev.index).num_cuda_mallocs;
+      s.call();
+      r.warmup_steps = 5 + i + 1;
+      if (cuda::allocator_stats(dev.index).num_cuda_mallocs == mallocs) break;
+    }
+  }
   const cuda::AllocatorStats before = dev.is_cuda() ? cuda::allocator_stats(dev.index) : cuda::AllocatorStats{};
   if (dev.is_cuda() && std::getenv("KILN_CUDA_MALLOC_LOG"))
     std::cerr << "kiln bench: " << name << " " << mode << " " << phase << ": timed steps start\n";
@@ -254,6 +263,7 @@ int run_bench_models(const BenchModelsOptions& o) {
           j["speedup_vs_eager"] = vs < 0 ? JsonLine() : JsonLine(rounded(vs, 3));
           j["batch"] = o.batch;
           j["steps"] = r.steps;
+          if (dev.is_cuda()) j["warmup_steps"] = r.warmup_steps;
           j["device"] = dev.str();
           j["backend"] = r.mode == "eager" ? JsonLine() : JsonLine(o.backend);
           j["autocast"] = o.autocast.empty() ? JsonLine() : JsonLine(o.autocast);

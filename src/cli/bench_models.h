@@ -18,9 +18,10 @@ struct ModelBenchCase {
   int steps = 0;          // timed steps
   // CUDA: cudaMalloc / cudaFree calls during the timed steps (steady state: 0); -1 on the CPU.
   int64_t cuda_mallocs = -1, cuda_frees = -1;
+  int warmup_steps = 5;   // calls before the timed steps (CUDA: until one makes no cudaMalloc)
 };
 
-// Times the case: its first call (cold compile), one warm-up, then steps for
+// Times the case: its first call (cold compile), warm-up calls, then steps for
 // about 2 s (at most o.steps when set), and, for a compiled mode unless
 // o.no_warm, the warm start in a second run of this program.
 ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string& model, const std::string& mode,
