@@ -18,7 +18,8 @@
 // conv2d takes an optional attribute `activation` ("relu" | "gelu", the erf
 // GELU): in float32 the activation runs as a oneDNN eltwise post-op of the
 // same primitive, so the pre-activation output is never written to memory
-// (other dtypes apply it after). nn::fuse_modules (kiln/fusion.h) sets it;
+// (other dtypes apply it after, and so does float32 where the post-op would
+// cost oneDNN its Winograd kernel: conv2d_post_op_pays). nn::fuse_modules (kiln/fusion.h) sets it;
 // the derivative recomputes the pre-activation output.
 #include <cstdlib>
 #include <cstring>
@@ -464,11 +465,24 @@ void apply_activation(Activation act, const Tensor& out) {
   cpu::copy_cast(y, out);
 }
 
+// Whether oneDNN runs the float32 forward convolution with `act` as a
+// post-op on the same algorithm as without: its Winograd kernels take a ReLU
+// post-op but not GELU's erf, and the direct kernel it falls back to is 2-2.5x
+// slower on 3x3 layers (airbench's 7x7 maps: 35 ms against 15 ms), far more
+// than the activation pass the post-op saves. Cached with the primitives.
+bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, Activation act) {
+  if (act == Activation::None) return true;
+  auto winograd = [](const std::string& impl) { return impl.find("wino") != std::string::npos; };
+  return winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act)->impl) ||
+         !winograd(get_entry(Kind::Forward, g, bias, DataType::f32)->impl);
+}
+
 // Computes `out` = act(kind(a, b, bias)) in the right precision.
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
                   const Tensor& out, Activation act = Activation::None) {
   if (out.numel() == 0) return;
-  if (act != Activation::None && out.dtype() != DType::Float32) {
+  if (act != Activation::None &&
+      (out.dtype() != DType::Float32 || !post_op_keeps_algorithm(g, bias.defined(), act))) {
     conv_compute(kind, g, a, b, bias, out);
     apply_activation(act, out);
     return;
@@ -653,6 +667,19 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   Attrs a = conv_attrs(p);
   if (!activation.empty()) a.set("activation", activation);
   return dispatch1(OpId::conv2d, std::move(in), a);
+}
+bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
+                         const std::string& activation) {
+  if (x.size() != 4 || weight.size() != 4) return false;
+  Attrs a = conv_attrs(p);
+  a.set("activation", activation);
+  ConvGeom g = conv_geometry(x, weight, a, "conv2d");
+  if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return false;
+  try {
+    return post_op_keeps_algorithm(g, bias, activation_of(a));
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   KILN_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");

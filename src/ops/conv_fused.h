@@ -14,4 +14,14 @@ namespace kiln {
 Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p,
                     const std::string& activation);
 
+// Whether the post-op pays for a float32 convolution of these shapes on this
+// CPU: false where oneDNN has a Winograd kernel for the plain convolution but
+// not with the post-op (GELU's erf on AVX-512; measured 2-2.5x slower on 3x3
+// layers, far above the activation pass saved). conv2d with the attribute
+// then computes the activation after the convolution, so it is correct either
+// way; the compiler asks first and keeps the activation as its own kernel,
+// where it may fuse with its neighbours. False for shapes conv2d rejects.
+bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
+                         const std::string& activation);
+
 }  // namespace kiln

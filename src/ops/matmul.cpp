@@ -9,13 +9,19 @@
 // times a 2-D right operand is folded into one 2-D product.
 //
 // oneDNN has no float64 matmul: float64 and integer dtypes run a cache-blocked
-// loop (tests use it); float16/bfloat16 compute in float32. Never routed
-// through libblas (Debian's default is the slow reference BLAS).
+// loop (tests use it). bfloat16 (autocast) runs oneDNN's bfloat16 matmul
+// (AMX or AVX-512 BF16 brgemm kernels, float32 accumulation) where this CPU
+// has one, with no cast of the operands; float16, and bfloat16 without
+// AVX-512, compute in float32 between casts. Never routed through libblas
+// (Debian's default is the slow reference BLAS).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/cpu_features.h"
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
@@ -79,17 +85,18 @@ Tensor dnnl_operand(const Tensor& t3) {
   return (row_major || col_major) ? t3 : t3.contiguous();
 }
 
-void dnnl_matmul(const Tensor& a3, const Tensor& b3, const Tensor& c3) {
+// c3 = a3 x b3, all three of data type `dt` (f32 or bf16). A dnnl::error
+// (no bfloat16 implementation on this CPU) escapes before anything is cached.
+void dnnl_matmul(const Tensor& a3, const Tensor& b3, const Tensor& c3, memory::data_type dt = memory::data_type::f32) {
   int64_t B = c3.shape()[0], M = c3.shape()[1], N = c3.shape()[2], K = a3.shape()[2];
   Shape as = normalized_strides(a3), bs = normalized_strides(b3);
   onednn::PrimitiveKey key{static_cast<int64_t>(onednn::PrimitiveKind::Matmul), B, M, K, N, as[0], as[1], as[2],
-                           bs[0], bs[1], bs[2]};
+                           bs[0], bs[1], bs[2], static_cast<int64_t>(dt)};
   auto e = onednn::cached<MatmulEntry>(key, [&]() {
     auto en = std::make_shared<MatmulEntry>();
-    auto f32 = memory::data_type::f32;
-    en->a_md = memory::desc({B, M, K}, f32, memory::dims(as.begin(), as.end()));
-    en->b_md = memory::desc({B, K, N}, f32, memory::dims(bs.begin(), bs.end()));
-    en->c_md = memory::desc({B, M, N}, f32, memory::format_tag::abc);
+    en->a_md = memory::desc({B, M, K}, dt, memory::dims(as.begin(), as.end()));
+    en->b_md = memory::desc({B, K, N}, dt, memory::dims(bs.begin(), bs.end()));
+    en->c_md = memory::desc({B, M, N}, dt, memory::format_tag::abc);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::desc desc(en->a_md, en->b_md, en->c_md);
@@ -105,6 +112,20 @@ void dnnl_matmul(const Tensor& a3, const Tensor& b3, const Tensor& c3) {
                                          {DNNL_ARG_DST, onednn::wrap(e->c_md, c3)},
                                          {DNNL_ARG_SCRATCHPAD, scratch}});
   onednn::cpu_stream().wait();
+}
+
+// oneDNN's bfloat16 matmul runs natively on AVX-512 BF16 / AMX and is
+// emulated (slower than float32) on plain AVX-512; below AVX-512 it has none.
+// KILN_MATMUL_BF16=0 computes bfloat16 products in float32 (as before).
+bool bf16_matmul_available() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_MATMUL_BF16");
+    // oneDNN's ISA values are cumulative bit masks: AMX includes AVX-512 BF16.
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return cpu_has_avx512() && (isa & bf16) == bf16 && !(v != nullptr && std::string(v) == "0");
+  }();
+  return on;
 }
 
 // ---- reference (float64, integers): blocked i-k-j loops on contiguous data ----
@@ -171,6 +192,14 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
   if (dt == DType::Float32) {
     dnnl_matmul(dnnl_operand(a3), dnnl_operand(b3), c3);
     return;
+  }
+  if (dt == DType::BFloat16 && bf16_matmul_available()) {
+    try {
+      dnnl_matmul(dnnl_operand(a3), dnnl_operand(b3), c3, memory::data_type::bf16);
+      return;
+    } catch (const dnnl::error&) {
+      // No bfloat16 primitive for these strides: the float32 path below.
+    }
   }
   if (dt == DType::Float16 || dt == DType::BFloat16) {
     Tensor a32 = Tensor::empty(a3.shape(), DType::Float32), b32 = Tensor::empty(b3.shape(), DType::Float32);

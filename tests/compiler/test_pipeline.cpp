@@ -52,8 +52,8 @@ TEST(PassPipeline, DefaultPassesCleanUp) {
 TEST(PassPipeline, DefaultPassOrder) {
   std::vector<std::string> names;
   for (const Pass& p : default_passes()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"constant_folding", "noop_removal", "fold_batch_norm", "cse", "copy_back_removal",
-                                      "dead_code"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"constant_folding", "noop_removal", "fold_batch_norm",
+                                             "fuse_conv_activation", "cse", "copy_back_removal", "dead_code"}));
 }
 
 TEST(PassPipeline, DumpsAfterEachPassWhenAsked) {
@@ -75,6 +75,22 @@ TEST(PassPipeline, QuietWithoutKilnDump) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_TRUE(dump_enabled("graph"));
   EXPECT_FALSE(dump_enabled("passes"));
+}
+
+TEST(PassPipeline, SkipsThePassesKilnDisablePassesNames) {
+  GraphBuilder all = messy_graph(), some = messy_graph();
+  run_passes(all.g, default_passes());
+  ScopedEnv dump("KILN_DUMP", "passes");
+  ScopedEnv env("KILN_DISABLE_PASSES", "cse,dead_code");
+  EXPECT_TRUE(pass_disabled("cse"));
+  EXPECT_FALSE(pass_disabled("noop_removal"));
+  ::testing::internal::CaptureStderr();
+  run_passes(some.g, default_passes());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("after pass noop_removal"), std::string::npos) << err;
+  EXPECT_EQ(err.find("after pass cse"), std::string::npos) << err;
+  EXPECT_EQ(err.find("after pass dead_code"), std::string::npos) << err;
+  EXPECT_GT(some.g.num_ops(), all.g.num_ops());  // what CSE and dead-code removal would have removed is still there
 }
 
 TEST(PassPipeline, ABrokenPassIsAnInternalErrorNamingIt) {

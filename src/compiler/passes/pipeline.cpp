@@ -12,6 +12,7 @@
 #include "compiler/passes/cse.h"
 #include "compiler/passes/dead_code.h"
 #include "compiler/passes/fold_batch_norm.h"
+#include "compiler/passes/fuse_conv_activation.h"
 #include "compiler/passes/noop_removal.h"
 
 namespace kiln::compiler {
@@ -28,9 +29,18 @@ std::string dump_header(const Graph& g, const std::string& pass) {
   return detail::concat("// ---- graph ", g.name, " after pass ", pass, " (", g.num_ops(), " ops) ----");
 }
 
+bool pass_disabled(std::string_view name) {
+  const char* env = std::getenv("KILN_DISABLE_PASSES");
+  if (env == nullptr) return false;
+  for (std::string_view item : comma_list(env))
+    if (item == name) return true;
+  return false;
+}
+
 void run_passes(Graph& g, const std::vector<Pass>& passes) {
   const bool dump = dump_enabled("passes");
   for (const Pass& pass : passes) {
+    if (pass_disabled(pass.name)) continue;
     pass.run(g);
     verify_or_throw(g, ("pass " + pass.name).c_str());
     if (dump) std::cerr << dump_header(g, pass.name) << '\n' << print(g) << std::flush;
@@ -42,6 +52,7 @@ std::vector<Pass> default_passes() {
       {"constant_folding", fold_constants},
       {"noop_removal", remove_noops},
       {"fold_batch_norm", [](Graph& g) { fold_batch_norms(g); }},
+      {"fuse_conv_activation", [](Graph& g) { fuse_conv_activations(g); }},
       {"cse", eliminate_common_subexpressions},
       {"copy_back_removal", [](Graph& g) { remove_unobserved_copy_backs(g); }},
       {"dead_code", eliminate_dead_code},

@@ -19,15 +19,20 @@ struct Pass {
 };
 
 // Runs the passes in order; after each, the verifier (an InternalError naming
-// the pass when the graph broke) and, under KILN_DUMP=passes, a dump.
+// the pass when the graph broke) and, under KILN_DUMP=passes, a dump. A pass
+// named in KILN_DISABLE_PASSES (a comma list) is skipped: to measure what one
+// pass buys, or to rule one out when a compiled result looks wrong.
 void run_passes(Graph& g, const std::vector<Pass>& passes);
 // Constant folding first (it makes constants for no-op removal to see),
-// then no-op removal, eval batch norm folded into convolutions, CSE (which
+// then no-op removal, eval batch norm folded into convolutions, ReLU/GELU
+// fused into the convolution before them as a post-op, CSE (which
 // merges what the others exposed) and dead-code elimination last (it sweeps
 // what the others left unused).
 std::vector<Pass> default_passes();
 // Whether KILN_DUMP's comma list names `what` (read on every call).
 bool dump_enabled(std::string_view what);
+// Whether KILN_DISABLE_PASSES's comma list names the pass (read on every call).
+bool pass_disabled(std::string_view name);
 // The header line printed before a graph dumped after a pass.
 std::string dump_header(const Graph& g, const std::string& pass);
 
