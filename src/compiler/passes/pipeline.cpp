@@ -17,25 +17,24 @@
 
 namespace kiln::compiler {
 
-bool dump_enabled(std::string_view what) {
-  const char* env = std::getenv("KILN_DUMP");
+namespace {
+// Whether the comma list in environment variable `var` names `item`.
+bool env_list_has(const char* var, std::string_view item) {
+  const char* env = std::getenv(var);
   if (env == nullptr) return false;
-  for (std::string_view item : comma_list(env))
-    if (item == what) return true;
+  for (std::string_view x : comma_list(env))
+    if (x == item) return true;
   return false;
 }
+}  // namespace
+
+bool dump_enabled(std::string_view what) { return env_list_has("KILN_DUMP", what); }
 
 std::string dump_header(const Graph& g, const std::string& pass) {
   return detail::concat("// ---- graph ", g.name, " after pass ", pass, " (", g.num_ops(), " ops) ----");
 }
 
-bool pass_disabled(std::string_view name) {
-  const char* env = std::getenv("KILN_DISABLE_PASSES");
-  if (env == nullptr) return false;
-  for (std::string_view item : comma_list(env))
-    if (item == name) return true;
-  return false;
-}
+bool pass_disabled(std::string_view name) { return env_list_has("KILN_DISABLE_PASSES", name); }
 
 void run_passes(Graph& g, const std::vector<Pass>& passes) {
   const bool dump = dump_enabled("passes");
