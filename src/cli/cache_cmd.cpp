@@ -1,11 +1,12 @@
-// kiln cache [--info] | --clear: what the compiled-kernel cache holds, and
-// emptying it (docs/kernel-cache.md). Clearing is always safe: a later run
-// compiles what it needs again.
+// kiln cache [--info] | --clear: what the compiled-kernel cache and the
+// autotuning table hold, and emptying them (docs/kernel-cache.md). Clearing
+// is always safe: a later run compiles and measures what it needs again.
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "compiler/codegen/cpp/host_isa.h"
 #include "compiler/codegen/cpp/jit_compiler.h"
+#include "ops/conv_autotune.h"
 
 namespace kiln::cli {
 
@@ -17,6 +18,7 @@ int run_cache(const CacheCmdOptions& o) {
   if (o.clear) {
     long long n = cache.clear();
     std::printf("removed %lld files from %s\n", n, cache.dir().c_str());
+    if (conv_autotune::clear()) std::printf("removed %s\n", conv_autotune::table_path().c_str());
     return 0;
   }
   KernelCache::Info i = cache.info();
@@ -26,6 +28,8 @@ int run_cache(const CacheCmdOptions& o) {
   // What new entries are built with: a different compiler or ISA means other keys.
   std::printf("  builds for %s (KILN_CPU_ISA) with %s: %s\n", compiler::codegen::jit_isa().name().c_str(),
               jit.compiler().path.c_str(), jit.compiler().version.c_str());
+  std::printf("autotuning table %s (max-autotune)\n  %lld convolution choices\n", conv_autotune::table_path().c_str(),
+              static_cast<long long>(conv_autotune::table_entries()));
   return 0;
 }
 

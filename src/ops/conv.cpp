@@ -21,11 +21,19 @@
 // (other dtypes apply it after, and so does float32 where the post-op would
 // cost oneDNN its Winograd kernel: conv2d_post_op_pays). nn::fuse_modules (kiln/fusion.h) sets it;
 // the derivative recomputes the pre-activation output.
+//
+// All three ops take an optional attribute `algorithm` for float32:
+// "auto" (the default: oneDNN's convolution_auto, Winograd where it has it),
+// "direct", or "tuned": the faster of the two for this kind and shape on this
+// machine, timed on the first call and kept on disk (ops/conv_autotune.h;
+// the compiler's max-autotune mode sets it).
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -35,6 +43,7 @@
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
+#include "ops/conv_autotune.h"
 #include "ops/conv_fused.h"
 #include "ops/dnnl/dnnl_utils.h"
 #include "ops/families.h"
@@ -115,6 +124,18 @@ Activation activation_of(const Attrs& a) {
   KILN_FAIL("conv2d: activation '", s, "' is not a fusable post-op; use \"relu\" or \"gelu\" (erf)");
 }
 
+// Which oneDNN algorithm a float32 convolution runs (the `algorithm` attribute).
+enum class ConvAlgo : int64_t { Auto = 0, Direct = 1, Tuned = 2 };
+ConvAlgo algorithm_of(const Attrs& a) {
+  if (!a.has("algorithm")) return ConvAlgo::Auto;
+  const std::string& s = a.s("algorithm");
+  if (s == "auto") return ConvAlgo::Auto;
+  if (s == "direct") return ConvAlgo::Direct;
+  if (s == "tuned") return ConvAlgo::Tuned;
+  KILN_FAIL("conv2d: algorithm '", s, "' is unknown; use \"auto\" (oneDNN's choice), \"direct\" or \"tuned\" ",
+            "(the faster of the two, measured once per shape)");
+}
+
 void check_float(const Tensor& t, const char* op, const char* what) {
   KILN_CHECK(is_floating(t.dtype()), op, ": ", what, " must be a floating tensor, got ", dtype_name(t.dtype()),
              shape_str(t.shape()), "; cast it with .to(DType::Float32)");
@@ -182,8 +203,10 @@ dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bi
 
 // convolution_auto lets oneDNN choose Winograd where it is faster; fall back
 // to the direct algorithm where auto is not implemented for a shape.
+// ConvAlgo::Direct builds the direct algorithm only.
 template <typename F>
-auto with_auto_then_direct(F&& build) {
+auto with_algorithm(ConvAlgo algo, F&& build) {
+  if (algo == ConvAlgo::Direct) return build(dnnl::algorithm::convolution_direct);
   try {
     return build(dnnl::algorithm::convolution_auto);
   } catch (const dnnl::error&) {
@@ -207,9 +230,10 @@ struct ConvEntry {
 // both read diff_dst as `a`) into `e`. They differ only in their type and
 // in which of weights/src is the input `b` and which diff is the output `c`.
 template <typename Prim>
-void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, const dnnl::convolution_forward::primitive_desc& fwd) {
+void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, ConvAlgo algo,
+                    const dnnl::convolution_forward::primitive_desc& fwd) {
   constexpr bool kData = std::is_same_v<Prim, dnnl::convolution_backward_data>;
-  auto pd = with_auto_then_direct([&](dnnl::algorithm alg) {
+  auto pd = with_algorithm(algo, [&](dnnl::algorithm alg) {
     typename Prim::desc desc(alg, any_md(d.src, dt), any_md(d.wei, dt), any_md(d.dst, dt), d.strides, d.dilates,
                              d.pad_l, d.pad_r);
     return typename Prim::primitive_desc(desc, user_scratchpad_attr(), onednn::cpu_engine(), fwd);
@@ -224,11 +248,13 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, const dnnl::co
 
 // A dnnl::error (no implementation for this data type on this CPU) escapes
 // get_entry before anything is cached.
+// algo is Auto or Direct (Tuned is resolved before).
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
-                                     Activation act = Activation::None) {
+                                     Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
-                           bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act)};
+                           bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act),
+                           static_cast<int64_t>(algo)};
   return onednn::cached<ConvEntry>(key, [&]() {
     auto e = std::make_shared<ConvEntry>();
     e->kind = kind;
@@ -236,20 +262,20 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
     memory::desc src_user = plain_md(d.src, memory::format_tag::nchw, dt);
     memory::desc dst_user = plain_md(d.dst, memory::format_tag::nchw, dt);
     memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
-    auto fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
+    auto fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
       if (act != Activation::None)
-        fwd = with_auto_then_direct([&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act); });
+        fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act); });
       e->prim = dnnl::convolution_forward(fwd);
       e->scratch_md = fwd.scratchpad_desc();
       e->a_md = fwd.src_desc(), e->b_md = fwd.weights_desc(), e->c_md = fwd.dst_desc();
       e->a_user = src_user, e->b_user = wei_user, e->c_user = dst_user;
       e->impl = fwd.impl_info_str();
     } else if (kind == Kind::BackwardData) {
-      build_backward<dnnl::convolution_backward_data>(*e, d, dt, fwd);
+      build_backward<dnnl::convolution_backward_data>(*e, d, dt, algo, fwd);
       e->a_user = dst_user, e->b_user = wei_user, e->c_user = src_user;
     } else {
-      build_backward<dnnl::convolution_backward_weights>(*e, d, dt, fwd);
+      build_backward<dnnl::convolution_backward_weights>(*e, d, dt, algo, fwd);
       e->a_user = dst_user, e->b_user = src_user, e->c_user = wei_user;
     }
     e->a_in = onednn::Reorder::make(e->a_user, e->a_md);
@@ -262,8 +288,8 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
 // Runs one cached primitive: a and b are the two inputs (contiguous, user
 // layouts, of data type dt), c the contiguous output of that type.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-              DataType dt = DataType::f32, Activation act = Activation::None) {
-  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act);
+              DataType dt = DataType::f32, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto) {
+  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
   memory a_user = onednn::wrap(e->a_user, a), b_user = onednn::wrap(e->b_user, b);
   memory c_user = onednn::wrap(e->c_user, c);
@@ -470,20 +496,61 @@ void apply_activation(Activation act, const Tensor& out) {
 // post-op but not GELU's erf, and the direct kernel it falls back to is 2-2.5x
 // slower on 3x3 layers (airbench's 7x7 maps: 35 ms against 15 ms), far more
 // than the activation pass the post-op saves. Cached with the primitives.
-bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, Activation act) {
+bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, Activation act, ConvAlgo algo = ConvAlgo::Auto) {
   if (act == Activation::None) return true;
   auto winograd = [](const std::string& impl) { return impl.find("wino") != std::string::npos; };
-  return winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act)->impl) ||
-         !winograd(get_entry(Kind::Forward, g, bias, DataType::f32)->impl);
+  return winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act, algo)->impl) ||
+         !winograd(get_entry(Kind::Forward, g, bias, DataType::f32, Activation::None, algo)->impl);
+}
+
+// Seconds one call of f takes.
+template <typename F>
+double seconds_of(F&& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
+                  const Tensor& out, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto);
+
+// algorithm="tuned" in float32: the recorded choice for this kind and shape,
+// else both algorithms timed here, in the running step on the real operands
+// (each run once untimed first: primitive creation and JIT), the faster
+// recorded and, if it did not run last, run again so `out` holds its result.
+void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
+                        const Tensor& out, Activation act) {
+  std::ostringstream key;
+  key << static_cast<int64_t>(kind) << ':' << g.N << ',' << g.C << ',' << g.H << ',' << g.W << ':' << g.O << ','
+      << g.KH << ',' << g.KW << ':' << g.sh << ',' << g.sw << ',' << g.ph << ',' << g.pw << ',' << g.dh << ',' << g.dw
+      << ',' << g.groups << ':' << (bias.defined() ? 1 : 0) << ':' << static_cast<int64_t>(act);
+  if (std::optional<bool> direct = conv_autotune::lookup(key.str()))
+    return conv_compute(kind, g, a, b, bias, out, act, *direct ? ConvAlgo::Direct : ConvAlgo::Auto);
+  auto run = [&](ConvAlgo algo) { conv_compute(kind, g, a, b, bias, out, act, algo); };
+  run(ConvAlgo::Auto);
+  run(ConvAlgo::Direct);
+  const double t_auto = std::min(seconds_of([&] { run(ConvAlgo::Auto); }), seconds_of([&] { run(ConvAlgo::Auto); }));
+  const double t_direct =
+      std::min(seconds_of([&] { run(ConvAlgo::Direct); }), seconds_of([&] { run(ConvAlgo::Direct); }));
+  // Ties go to auto, eager's choice.
+  const bool direct = t_direct < t_auto;
+  conv_autotune::record(key.str(), direct);
+  if (!direct) run(ConvAlgo::Auto);
 }
 
 // Computes `out` = act(kind(a, b, bias)) in the right precision.
+// algo applies to float32 (bfloat16 runs oneDNN's choice; float64 the reference loops).
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out, Activation act = Activation::None) {
+                  const Tensor& out, Activation act, ConvAlgo algo) {
   if (out.numel() == 0) return;
+  if (algo == ConvAlgo::Tuned) {
+    if (out.dtype() == DType::Float32 && a.numel() > 0 && b.numel() > 0)
+      return conv_compute_tuned(kind, g, a, b, bias, out, act);
+    algo = ConvAlgo::Auto;
+  }
   if (act != Activation::None &&
-      (out.dtype() != DType::Float32 || !post_op_keeps_algorithm(g, bias.defined(), act))) {
-    conv_compute(kind, g, a, b, bias, out);
+      (out.dtype() != DType::Float32 || !post_op_keeps_algorithm(g, bias.defined(), act, algo))) {
+    conv_compute(kind, g, a, b, bias, out, Activation::None, algo);
     apply_activation(act, out);
     return;
   }
@@ -508,7 +575,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   auto in_float32 = [&] {
     Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias);
     if (out.dtype() == DType::Float32) {
-      run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act);
+      run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act, algo);
       return;
     }
     Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
@@ -527,15 +594,10 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   }
   // First call of this kind and shape: the faster of two runs each, in place
   // on the real operands; the chosen path runs last, so `out` holds its result.
-  auto seconds = [](const auto& f) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
   in_bf16();  // first runs: oneDNN's one-time setup (AMX tile permission, scratch) is not timed
   in_float32();
-  const double t_bf16 = std::min(seconds(in_bf16), seconds(in_bf16));
-  const double t_f32 = std::min(seconds(in_float32), seconds(in_float32));
+  const double t_bf16 = std::min(seconds_of(in_bf16), seconds_of(in_bf16));
+  const double t_f32 = std::min(seconds_of(in_float32), seconds_of(in_float32));
   const Bf16Path chosen = t_bf16 <= t_f32 ? Bf16Path::Bf16 : Bf16Path::Float32;
   {
     Bf16Choices& c = bf16_choices();
@@ -555,7 +617,8 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   KILN_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
              dtype_name(w.dtype()), "; cast them to one dtype");
   ConvGeom g = conv_geometry(x.shape(), w.shape(), a, "conv2d");
-  activation_of(a);  // checks the name
+  activation_of(a);  // checks the names
+  algorithm_of(a);
   if (in.size() > 2 && in[2].defined()) {
     const Tensor& b = in[2];
     KILN_CHECK(b.dim() == 1 && b.shape()[0] == g.O, "conv2d: bias must be [", g.O, "] (one per output channel), got ",
@@ -568,7 +631,7 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   ConvGeom g = conv_geometry(in[0].shape(), in[1].shape(), a, "conv2d");
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a));
+  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a));
 }
 Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   Conv2dParams p = conv_params(c.attrs);
@@ -617,11 +680,13 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
   KILN_CHECK(go.dtype() == other.dtype(), Op::name, ": grad_out is ", dtype_name(go.dtype()), " but ", Op::other,
              " is ", dtype_name(other.dtype()));
   check_grad_out(go, Op::geometry(other, a), Op::name);
+  algorithm_of(a);  // checks the name
   return {{Op::out_shape(a), go.dtype(), common_device(in, Op::name)}};
 }
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  conv_compute(K, BackwardOp<K>::geometry(in[1], a), in[0], in[1], Tensor(), out[0]);
+  conv_compute(K, BackwardOp<K>::geometry(in[1], a), in[0], in[1], Tensor(), out[0], Activation::None,
+               algorithm_of(a));
 }
 
 // ---- conv2d_backward_input(grad_out, weight) -> grad_input ----

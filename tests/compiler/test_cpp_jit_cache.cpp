@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "compiler/codegen/cpp/atomic_file.h"
+#include "core/atomic_file.h"
 #include "compiler/codegen/cpp/elf_check.h"
 #include "compiler/codegen/cpp/jit_compiler.h"
 #include "cpp_jit_testing.h"

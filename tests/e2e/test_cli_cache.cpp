@@ -38,6 +38,10 @@ TEST(CliCache, InfoCountsTheCompiledKernelsAndClearRemovesThem) {
   kiln::compiler::codegen::CppJit jit(cache);
   auto mod = jit.compile("extern \"C\" int forty_two() { return 42; }\n");
   ASSERT_EQ(mod->symbol<int (*)()>("forty_two")(), 42);
+  // Two autotuning choices, as max-autotune writes them (ops/conv_autotune.h).
+  fs::create_directories(cache / "autotune-v1");
+  std::ofstream(cache / "autotune-v1" / "conv.tsv") << "cpu|isa1|threads2|onednn2.6.3 0:1,2,3,3:4,3,3\tdirect\n"
+                                                    << "cpu|isa1|threads2|onednn2.6.3 1:1,2,3,3:4,3,3\tauto\n";
 
   CacheRun info = kiln_cache(cache, "--info");
   EXPECT_EQ(info.rc, 0) << info.out;
@@ -45,11 +49,13 @@ TEST(CliCache, InfoCountsTheCompiledKernelsAndClearRemovesThem) {
   EXPECT_NE(info.out.find((cache / "cpp-v1").string()), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("builds for avx"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find(jit.compiler().version), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("2 convolution choices"), std::string::npos) << info.out;
 
   CacheRun clear = kiln_cache(cache, "--clear");
   EXPECT_EQ(clear.rc, 0) << clear.out;
   EXPECT_NE(clear.out.find("removed"), std::string::npos) << clear.out;
   EXPECT_FALSE(jit.cache().has_entry(mod->key()));
+  EXPECT_FALSE(fs::exists(cache / "autotune-v1" / "conv.tsv")) << clear.out;
   EXPECT_NE(kiln_cache(cache, "").out.find("0 compiled modules"), std::string::npos);
 
   EXPECT_EQ(kiln_cache(cache, "--info --clear").rc, 2);  // one or the other

@@ -149,7 +149,7 @@ class CompiledBackward final : public autograd::Node {
 
 }  // namespace
 
-std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::string* why) {
+std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::string* why, std::string_view mode) {
   auto fail = [&](std::string reason) -> std::optional<ForwardBackward> {
     if (why) *why = std::move(reason);
     return std::nullopt;
@@ -167,8 +167,8 @@ std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::str
   fb.num_saved = fb.partition.saved.size();
   fb.tangent_of = j->tangent_of;
   fb.grad_of = j->grad_of;
-  run_passes(fb.forward, default_passes());
-  run_passes(fb.backward, default_passes());
+  run_passes(fb.forward, default_passes(mode));
+  run_passes(fb.backward, default_passes(mode));
   fb.backward_primals = drop_unread_primals(fb.backward, j->num_primals);
   return fb;
 }

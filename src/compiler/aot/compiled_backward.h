@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <functional>
@@ -39,8 +40,10 @@ struct ForwardBackward {
 // The split graphs, or nullopt with `why` when the forward is not one the
 // compiled backward handles (an output that is an input or a view of one,
 // an output returned twice, a scalar input on a differentiable path): the
-// caller keeps the eager tape for it.
-std::optional<ForwardBackward> split_forward_backward(const Graph& forward, std::string* why = nullptr);
+// caller keeps the eager tape for it. Both graphs then run the pipeline of
+// compile mode `mode` (default_passes).
+std::optional<ForwardBackward> split_forward_backward(const Graph& forward, std::string* why = nullptr,
+                                                      std::string_view mode = "default");
 
 // Runs a ForwardBackward: the forward graph under no grad, then attaches
 // the backward to the outputs that carry gradients.

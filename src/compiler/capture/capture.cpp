@@ -649,7 +649,7 @@ class CaptureMode final : public DispatchMode {
       // inputs and outputs keep their positions.
       s.executable = g;
       std::vector<Pass> passes = {{"functionalize", [](Graph& x) { functionalize(x); }}};
-      for (Pass& p : default_passes()) passes.push_back(std::move(p));
+      for (Pass& p : default_passes(st_.options.mode())) passes.push_back(std::move(p));
       run_passes(s.executable, passes);
       if (recording_)
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
@@ -692,7 +692,7 @@ class CaptureMode final : public DispatchMode {
 
   void build_aot(Segment& s) {
     s.aot_tried = true;
-    std::optional<ForwardBackward> fb = split_forward_backward(s.executable, &s.aot_refused);
+    std::optional<ForwardBackward> fb = split_forward_backward(s.executable, &s.aot_refused, st_.options.mode());
     if (!fb) {
       log_event(LogCategory::Aot, "'" + st_.options.name() + "' keeps the eager tape for its backward: " + s.aot_refused);
       return;

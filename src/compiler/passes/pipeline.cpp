@@ -7,6 +7,7 @@
 #include "compiler/graph/printer.h"
 #include "compiler/log.h"
 #include "compiler/graph/verifier.h"
+#include "compiler/passes/autotune_convolutions.h"
 #include "compiler/passes/constant_folding.h"
 #include "compiler/passes/copy_back_removal.h"
 #include "compiler/passes/cse.h"
@@ -46,8 +47,8 @@ void run_passes(Graph& g, const std::vector<Pass>& passes) {
   }
 }
 
-std::vector<Pass> default_passes() {
-  return {
+std::vector<Pass> default_passes(std::string_view mode) {
+  std::vector<Pass> passes = {
       {"constant_folding", fold_constants},
       {"noop_removal", remove_noops},
       {"fold_batch_norm", [](Graph& g) { fold_batch_norms(g); }},
@@ -56,6 +57,8 @@ std::vector<Pass> default_passes() {
       {"copy_back_removal", [](Graph& g) { remove_unobserved_copy_backs(g); }},
       {"dead_code", eliminate_dead_code},
   };
+  if (mode == "max-autotune") passes.push_back({"autotune_convolutions", [](Graph& g) { autotune_convolutions(g); }});
+  return passes;
 }
 
 }  // namespace kiln::compiler

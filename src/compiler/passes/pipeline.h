@@ -27,8 +27,9 @@ void run_passes(Graph& g, const std::vector<Pass>& passes);
 // then no-op removal, eval batch norm folded into convolutions, ReLU/GELU
 // fused into the convolution before them as a post-op, CSE (which
 // merges what the others exposed) and dead-code elimination last (it sweeps
-// what the others left unused).
-std::vector<Pass> default_passes();
+// what the others left unused). Compile mode "max-autotune" adds
+// autotune_convolutions at the end (per-layer oneDNN algorithm, timed once).
+std::vector<Pass> default_passes(std::string_view mode = "default");
 // Whether KILN_DUMP's comma list names `what` (read on every call).
 bool dump_enabled(std::string_view what);
 // Whether KILN_DISABLE_PASSES's comma list names the pass (read on every call).

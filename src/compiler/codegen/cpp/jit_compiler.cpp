@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "compiler/codegen/cpp/atomic_file.h"
+#include "core/atomic_file.h"
 #include "compiler/codegen/cpp/cache_key.h"
 #include "kiln/error.h"
 

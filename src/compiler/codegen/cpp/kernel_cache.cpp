@@ -2,19 +2,14 @@
 
 #include <cstdlib>
 
-#include "compiler/codegen/cpp/atomic_file.h"
+#include "core/atomic_file.h"
+#include "core/cache_root.h"
 #include "kiln/error.h"
 
 namespace kiln::compiler::codegen {
 namespace fs = std::filesystem;
 
-fs::path KernelCache::default_root() {
-  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "kiln";
-  const char* home = std::getenv("HOME");
-  KILN_CHECK(home && *home, "kiln's kernel cache needs a directory: set KILN_CACHE_DIR (or HOME or XDG_CACHE_HOME)");
-  return fs::path(home) / ".cache" / "kiln";
-}
+fs::path KernelCache::default_root() { return cache_root(); }
 
 KernelCache::KernelCache(fs::path root) : dir_(std::move(root) / ("cpp-v" + std::to_string(kFormatVersion))) {
   std::error_code ec;

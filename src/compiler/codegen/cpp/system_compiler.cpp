@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "compiler/codegen/cpp/atomic_file.h"
+#include "core/atomic_file.h"
 #include "compiler/codegen/cpp/cache_key.h"
 #include "kiln/error.h"
 

@@ -1,5 +1,6 @@
-// Files that appear all at once or not at all: the kernel cache's only
-// defence against a compile killed half-way (by a signal, OOM or power).
+// Files that appear all at once or not at all: the on-disk caches' (compiled
+// kernels, autotuning choices) only defence against a process killed half-way
+// through a write (by a signal, OOM or power).
 //
 // Everything is first written under a temporary name in the same directory
 // and then rename(2)d into place, which POSIX makes atomic within one file
@@ -11,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace kiln::compiler::codegen {
+namespace kiln {
 
 // dir/<stem>.tmp.<pid>.<n><suffix>: unique per process (pid) and per call (n).
 std::filesystem::path unique_temp_path(const std::filesystem::path& dir, std::string_view stem,
@@ -25,4 +26,4 @@ void publish_file(const std::filesystem::path& temp, const std::filesystem::path
 // Writes `content` to a temporary file beside `target`, then publishes it.
 void write_file_atomically(const std::filesystem::path& target, std::string_view content);
 
-}  // namespace kiln::compiler::codegen
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "compiler/codegen/cpp/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include "kiln/error.h"
 
-namespace kiln::compiler::codegen {
+namespace kiln {
 namespace fs = std::filesystem;
 
 fs::path unique_temp_path(const fs::path& dir, std::string_view stem, std::string_view suffix) {
@@ -24,7 +24,7 @@ bool is_temp_file_name(const std::string& filename) { return filename.find(".tmp
 
 void publish_file(const fs::path& temp, const fs::path& target) {
   KILN_CHECK(std::rename(temp.c_str(), target.c_str()) == 0, "cannot move ", temp.string(), " to ", target.string(),
-             ": ", std::strerror(errno), " (is the kernel cache directory writable?)");
+             ": ", std::strerror(errno), " (is the directory writable?)");
 }
 
 void write_file_atomically(const fs::path& target, std::string_view content) {
@@ -33,9 +33,9 @@ void write_file_atomically(const fs::path& target, std::string_view content) {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.close();
-    KILN_CHECK(out.good(), "cannot write ", temp.string(), " (is the kernel cache directory writable, or the disk full?)");
+    KILN_CHECK(out.good(), "cannot write ", temp.string(), " (is the directory writable, or the disk full?)");
   }
   publish_file(temp, target);
 }
 
-}  // namespace kiln::compiler::codegen
+}  // namespace kiln

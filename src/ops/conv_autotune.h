@@ -1,0 +1,55 @@
+// max-autotune's memory for convolutions: which oneDNN algorithm each float32
+// convolution kind and shape runs fastest with on this machine, measured once
+// and kept on disk beside the compiled kernels.
+//
+// oneDNN's convolution_auto picks Winograd for every 3x3 stride-1 layer on
+// AVX-512, and eager kiln runs what it picks. Measured per layer (docs/results.md,
+// "max-autotune"), the direct algorithm is faster on some: a 3-channel input
+// layer (37 against 7 ms forward on ResNet-18's first), airbench's 3x3-pixel
+// layer, the 24-channel layers' backward passes. No rule of thumb fits, so the
+// compiler's max-autotune mode marks its convolutions algorithm="tuned"
+// (compiler/passes/autotune_convolutions.h) and conv2d times both algorithms on
+// the first call of each kind and shape, in place in the running step, on its
+// real operands and with the reorders each algorithm needs: not an isolated
+// micro-benchmark, whose winner can lose in the real step (pytorch #148502).
+//
+// The table lives in <cache root>/autotune-v1/conv.tsv (core/cache_root.h),
+// one line per choice: "<machine> <kind and shape>\t<auto|direct>". The
+// machine part names the CPU, oneDNN's ISA, the thread count and oneDNN's
+// version, since a choice measured under one of them says nothing about
+// another. It is written atomically (core/atomic_file.h): a killed process
+// leaves the old table or the new one. An unreadable line is ignored (it is
+// measured again), an unwritable directory only costs the persistence.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace kiln::conv_autotune {
+
+// The choice recorded for `shape_key` on this machine (true: direct), from
+// memory or, on the first lookup of a process, from the on-disk table.
+std::optional<bool> lookup(const std::string& shape_key);
+// Records a measured choice in memory and on disk.
+void record(const std::string& shape_key, bool direct);
+
+// <cache root>/autotune-v1/conv.tsv (a kiln::Error when there is no cache root).
+std::filesystem::path table_path();
+// The choices the on-disk table holds, for every machine (kiln cache --info).
+int64_t table_entries();
+// Deletes the table and forgets this process's choices (kiln cache --clear);
+// whether there was a table.
+bool clear();
+
+struct Stats {
+  int64_t measured = 0;  // choices timed by this process
+  int64_t loaded = 0;    // choices read from the on-disk table
+  std::string file;      // the table's path ("" before the first lookup)
+};
+Stats stats();
+// Forgets the in-memory table and the counters (tests: the next lookup reads
+// the disk again, as a new process would).
+void reset_for_tests();
+
+}  // namespace kiln::conv_autotune

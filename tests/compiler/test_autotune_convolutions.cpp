@@ -1,0 +1,189 @@
+// max-autotune's convolutions: the pass that marks them, the `algorithm`
+// attribute of the three conv ops, and a compiled train step that tunes,
+// matches the default mode and keeps its choices on disk for the next process.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "capture_checks.h"
+#include "compiler/capture/compiled_state.h"
+#include "compiler/graph/interpreter.h"
+#include "compiler/graph/printer.h"
+#include "compiler/passes/autotune_convolutions.h"
+#include "compiler/passes/pipeline.h"
+#include "graph_builder.h"
+#include "kiln/compile.h"
+#include "ops/conv_autotune.h"
+#include "testing/scoped_env.h"
+
+namespace kiln::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GraphBuilder;
+
+Attrs conv_attrs(const char* algorithm = nullptr) {
+  Attrs a = Attrs()
+                .set("stride", std::vector<int64_t>{1, 1})
+                .set("padding", std::vector<int64_t>{1, 1})
+                .set("dilation", std::vector<int64_t>{1, 1})
+                .set("groups", int64_t{1});
+  if (algorithm) a.set("algorithm", std::string(algorithm));
+  return a;
+}
+
+// A cache directory of its own, emptied afterwards, with the in-memory table
+// forgotten on both ends (as a new process would start).
+class ScopedCacheDir {
+ public:
+  ScopedCacheDir()
+      : dir_(fs::temp_directory_path() / ("kiln_autotune_" + std::to_string(::getpid()))),
+        env_("KILN_CACHE_DIR", dir_.string()) {
+    fs::remove_all(dir_);
+    conv_autotune::reset_for_tests();
+  }
+  ~ScopedCacheDir() {
+    conv_autotune::reset_for_tests();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path table() const { return dir_ / "autotune-v1" / "conv.tsv"; }
+
+ private:
+  fs::path dir_;
+  kiln::testing::ScopedEnv env_;
+};
+
+int tuned_convs(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes)
+    n += node.kind == NodeKind::Op && node.attrs.has("algorithm") && node.attrs.s("algorithm") == "tuned";
+  return n;
+}
+
+TEST(AutotuneConvolutions, MarksFloat32CpuConvolutionsOnly) {
+  GraphBuilder b;
+  ValueId x = b.input(randn({2, 4, 6, 6}));
+  ValueId w = b.input(randn({4, 4, 3, 3}));
+  ValueId y = b.op(OpId::conv2d, {x, w}, conv_attrs());
+  ValueId x64 = b.input(randn({2, 4, 6, 6}, TensorOptions().with_dtype(DType::Float64)));
+  ValueId w64 = b.input(randn({4, 4, 3, 3}, TensorOptions().with_dtype(DType::Float64)));
+  ValueId y64 = b.op(OpId::conv2d, {x64, w64}, conv_attrs());  // no oneDNN in float64: left alone
+  ValueId direct = b.op(OpId::conv2d, {x, w}, conv_attrs("direct"));  // chosen by the user: left alone
+  b.output(b.op(OpId::relu, {y}));
+  b.output(y64);
+  b.output(direct);
+  EXPECT_EQ(autotune_convolutions(b.g), 1);
+  EXPECT_EQ(tuned_convs(b.g), 1);
+  EXPECT_NE(print(b.g).find("groups=1, algorithm=\"tuned\"}"), std::string::npos) << print(b.g);
+  EXPECT_EQ(autotune_convolutions(b.g), 0);  // idempotent
+}
+
+TEST(AutotuneConvolutions, OnlyMaxAutotuneRunsThePass) {
+  auto names = [](const std::vector<Pass>& ps) {
+    std::vector<std::string> n;
+    for (const Pass& p : ps) n.push_back(p.name);
+    return n;
+  };
+  auto has = [](const std::vector<std::string>& v, const char* s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+  EXPECT_FALSE(has(names(default_passes()), "autotune_convolutions"));
+  EXPECT_FALSE(has(names(default_passes("reduce-overhead")), "autotune_convolutions"));
+  EXPECT_EQ(names(default_passes("max-autotune")).back(), "autotune_convolutions");
+}
+
+// The three ops with algorithm auto, direct and tuned give the same results
+// (Winograd against direct: relative L2 below 5e-6); tuned records one choice
+// per op kind and shape; an unknown algorithm is a kiln::Error naming it.
+TEST(AutotuneConvolutions, AlgorithmsAgreeAndTunedRecordsEachKindOnce) {
+  ScopedCacheDir cache;
+  manual_seed(5);
+  const Tensors in = {randn({8, 16, 12, 12}), randn({32, 16, 3, 3}), randn({8, 32, 12, 12})};
+  GraphBuilder b;
+  ValueId x = b.input(in[0]);
+  ValueId w = b.input(in[1]);
+  ValueId go = b.input(in[2]);
+  for (const char* algo : {"auto", "direct", "tuned"}) {
+    b.output(b.op(OpId::conv2d, {x, w}, conv_attrs(algo)));
+    b.output(b.op(OpId::conv2d_backward_input, {go, w}, conv_attrs(algo).set("input_shape", Shape{8, 16, 12, 12})));
+    b.output(b.op(OpId::conv2d_backward_weight, {go, x}, conv_attrs(algo).set("weight_shape", Shape{32, 16, 3, 3})));
+  }
+  Tensors out = Interpreter(b.g).run(in);
+  ASSERT_EQ(out.size(), 9u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TENSOR_CLOSE(out[3 + k], out[k], 1e-4, 1e-4) << "direct, kind " << k;
+    EXPECT_TENSOR_CLOSE(out[6 + k], out[k], 1e-4, 1e-4) << "tuned, kind " << k;
+  }
+  EXPECT_EQ(conv_autotune::stats().measured, 3);
+  Interpreter(b.g).run(in);  // the choices are remembered: nothing timed again
+  EXPECT_EQ(conv_autotune::stats().measured, 3);
+
+  GraphBuilder bad;
+  ValueId bx = bad.input(randn({1, 2, 4, 4}));
+  ValueId bw = bad.input(randn({2, 2, 3, 3}));
+  try {
+    bad.op(OpId::conv2d, {bx, bw}, conv_attrs("fastest"));
+    ADD_FAILURE() << "no error for algorithm \"fastest\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("algorithm 'fastest'"), std::string::npos) << e.what();
+  }
+}
+
+// A zoo model's compiled train step in mode max-autotune (SGD with momentum
+// and weight decay): three steps' losses and the state afterwards.
+std::pair<std::vector<double>, nn::TensorDict> train_three_steps(const std::string& mode, int* tuned = nullptr) {
+  manual_seed(12);
+  auto model = models::create("airbench", 0.25);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
+  auto step = kiln::testing::compile_train_step(model, opt,
+                                                CompileOptions().fullgraph(true).backend("cpp").mode(mode).name("step"));
+  manual_seed(13);
+  std::vector<double> losses;
+  for (int i = 0; i < 3; ++i) losses.push_back(step(randn({8, 3, 32, 32}), randint(0, 10, {8})).item());
+  if (tuned) {
+    const CompiledState& st = step.state();
+    *tuned = 0;
+    for (const auto& seg : st.variants.back()->segments) {
+      *tuned += tuned_convs(seg->executable);
+      if (seg->aot) *tuned += tuned_convs(seg->aot->graphs().forward) + tuned_convs(seg->aot->graphs().backward);
+    }
+  }
+  nn::TensorDict state;
+  for (const auto& [name, t] : model->state_dict()) state.emplace_back(name, t.detach().clone());
+  return {losses, state};
+}
+
+TEST(AutotuneConvolutions, MaxAutotuneTrainStepMatchesDefaultAndTheNextProcessReadsItsChoices) {
+  ScopedCacheDir cache;
+  auto [want_losses, want_state] = train_three_steps("default");
+  EXPECT_EQ(conv_autotune::stats().measured, 0);
+  int tuned = 0;
+  auto [got_losses, got_state] = train_three_steps("max-autotune", &tuned);
+  // airbench: 7 convolutions forward, their input gradients (but the first's)
+  // and weight gradients.
+  EXPECT_GE(tuned, 7 + 6 + 7);
+  for (size_t i = 0; i < want_losses.size(); ++i)
+    EXPECT_NEAR(got_losses[i], want_losses[i], 1e-4 * std::abs(want_losses[i])) << "step " << i;
+  ASSERT_EQ(got_state.size(), want_state.size());
+  for (size_t i = 0; i < got_state.size(); ++i)
+    EXPECT_TENSOR_CLOSE(got_state[i].second, want_state[i].second, 1e-3, 1e-4) << got_state[i].first;
+  const int64_t measured = conv_autotune::stats().measured;
+  EXPECT_GT(measured, 0);
+  ASSERT_TRUE(fs::exists(cache.table()));
+  std::ifstream in(cache.table());
+  int64_t lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lines;
+    EXPECT_TRUE(line.ends_with("\tauto") || line.ends_with("\tdirect")) << line;
+  }
+  EXPECT_EQ(lines, measured);
+
+  conv_autotune::reset_for_tests();  // a new process on the same cache
+  train_three_steps("max-autotune");
+  EXPECT_EQ(conv_autotune::stats().measured, 0);
+  EXPECT_EQ(conv_autotune::stats().loaded, measured);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
