@@ -273,10 +273,11 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   }
 
   bool tty = !o.json && !o.quiet && isatty(fileno(stderr));
+  char width[40] = "";  // " (width 0.25)", as the user wrote it, not 0.250000
+  if (o.model == "airbench") std::snprintf(width, sizeof width, " (width %g)", o.width);
   if (!o.json && !o.quiet)
     std::printf("training %s%s on %s: %lld train / %lld test images, batch %lld, %s lr %g, %lld epochs%s\n",
-                o.model.c_str(), o.model == "airbench" ? (" (width " + std::to_string(o.width) + ")").c_str() : "",
-                train_set.source.c_str(), static_cast<long long>(train_set.size()),
+                o.model.c_str(), width, train_set.source.c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(batch), o.opt.c_str(), lr,
                 static_cast<long long>(o.epochs),
                 (std::string(device.is_cpu() ? "" : ", on " + device.str()) +

@@ -746,6 +746,7 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
     return false;
   }
 }
+Conv2dParams conv2d_params(const Attrs& a) { return conv_params(a); }
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   KILN_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
   Tensors in{x, weight};

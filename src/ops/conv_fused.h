@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "core/attrs.h"
 #include "kiln/ops.h"
 
 namespace kiln {
@@ -23,5 +24,8 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 // where it may fuse with its neighbours. False for shapes conv2d rejects.
 bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
                          const std::string& activation);
+
+// The Conv2dParams a conv op's attributes spell (stride, padding, dilation, groups).
+Conv2dParams conv2d_params(const Attrs& a);
 
 }  // namespace kiln

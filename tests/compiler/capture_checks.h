@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "compiler/capture/compiled_state.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "testing/compare.h"
@@ -38,6 +39,33 @@ inline void check_model(const std::string& name, bool training, int64_t batch = 
     }
   }
   EXPECT_EQ(cb.stats().variants, 1) << name;
+}
+
+// A zoo model in eval mode (airbench at width 0.25) with running statistics
+// as after training, not a fresh model's identity, so a pass that folds or
+// fuses batch norms has real numbers to get wrong: its eager output on a
+// random batch of two, the compiled output on `backend`, and the graph the
+// compiled forward ran.
+struct CompiledEval {
+  Tensor want, got;
+  compiler::Graph executable;
+};
+inline CompiledEval compile_zoo_eval(const std::string& name, const std::string& backend, uint64_t seed) {
+  manual_seed(seed);
+  std::shared_ptr<nn::Module> m = models::create(name, name == "airbench" ? 0.25 : 1.0);
+  for (auto& [key, t] : m->named_buffers()) {
+    if (key.find("running_mean") != std::string::npos) t.copy_(mul(randn(t.shape()), 0.1));
+    if (key.find("running_var") != std::string::npos) t.copy_(add(rand(t.shape()), 0.5));
+  }
+  m->eval();
+  NoGradGuard ng;
+  Tensor x = randn({2, 3, 32, 32});
+  CompiledEval r;
+  r.want = m->forward(x);
+  auto cm = compile(m, CompileOptions().backend(backend));
+  r.got = cm(x);
+  r.executable = cm.state().variants.back()->segments.at(0)->executable;
+  return r;
 }
 
 // A whole train step compiled: cross entropy, zero_grad, backward and the

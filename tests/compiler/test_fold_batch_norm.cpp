@@ -3,6 +3,7 @@
 // against eager.
 #include <gtest/gtest.h>
 
+#include "capture_checks.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/graph/printer.h"
 #include "compiler/passes/dead_code.h"
@@ -103,21 +104,9 @@ TEST(FoldBatchNorm, ZooModelsEvalForwardsFoldEveryBatchNormAndMatchEager) {
   for (const char* name : {"resnet18", "airbench"}) {
     for (const char* backend : {"interpreter", "cpp"}) {
       SCOPED_TRACE(std::string(name) + " on " + backend);
-      manual_seed(2);
-      std::shared_ptr<nn::Module> m = models::create(name, std::string(name) == "airbench" ? 0.25 : 1.0);
-      // Running statistics as after training: not the identity of a fresh model.
-      for (auto& [k, t] : m->named_buffers()) {
-        if (k.find("running_mean") != std::string::npos) t.copy_(mul(randn(t.shape()), 0.1));
-        if (k.find("running_var") != std::string::npos) t.copy_(add(rand(t.shape()), 0.5));
-      }
-      m->eval();
-      NoGradGuard ng;
-      Tensor x = randn({2, 3, 32, 32});
-      Tensor want = m->forward(x);
-      auto cm = compile(m, CompileOptions().backend(backend));
-      Tensor got = cm(x);
-      EXPECT_TENSOR_CLOSE(got, want, 1e-4, 1e-4);
-      const Graph& g = cm.state().variants.back()->segments.at(0)->executable;
+      kiln::testing::CompiledEval r = kiln::testing::compile_zoo_eval(name, backend, 2);
+      EXPECT_TENSOR_CLOSE(r.got, r.want, 1e-4, 1e-4);
+      const Graph& g = r.executable;
       // airbench normalizes after its max-pools: those batch norms stay.
       for (const Node& n : g.nodes) {
         if (n.kind == NodeKind::Op && n.op == OpId::batch_norm) {

@@ -3,6 +3,7 @@
 // eval forwards against eager.
 #include <gtest/gtest.h>
 
+#include "capture_checks.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/graph/printer.h"
 #include "compiler/passes/fuse_conv_activation.h"
@@ -127,20 +128,9 @@ TEST(FuseConvActivation, ZooModelsEvalForwardsFuseAndMatchEager) {
                         Case{"airbench", "gelu", 1 + airbench_groups}}) {
     for (const char* backend : {"interpreter", "cpp"}) {
       SCOPED_TRACE(std::string(k.name) + " on " + backend);
-      manual_seed(4);
-      std::shared_ptr<nn::Module> m = models::create(k.name, std::string(k.name) == "airbench" ? 0.25 : 1.0);
-      for (auto& [key, t] : m->named_buffers()) {
-        if (key.find("running_mean") != std::string::npos) t.copy_(mul(randn(t.shape()), 0.1));
-        if (key.find("running_var") != std::string::npos) t.copy_(add(rand(t.shape()), 0.5));
-      }
-      m->eval();
-      NoGradGuard ng;
-      Tensor x = randn({2, 3, 32, 32});
-      Tensor want = m->forward(x);
-      auto cm = compile(m, CompileOptions().backend(backend));
-      Tensor got = cm(x);
-      EXPECT_TENSOR_CLOSE(got, want, 1e-4, 1e-4);
-      const Graph& g = cm.state().variants.back()->segments.at(0)->executable;
+      kiln::testing::CompiledEval r = kiln::testing::compile_zoo_eval(k.name, backend, 4);
+      EXPECT_TENSOR_CLOSE(r.got, r.want, 1e-4, 1e-4);
+      const Graph& g = r.executable;
       EXPECT_EQ(fused_convs(g, k.activation), k.fused);
     }
   }

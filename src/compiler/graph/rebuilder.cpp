@@ -69,4 +69,30 @@ void Rebuilder::finish() {
   out_.nodes.back().region = current_->region;
 }
 
+int fuse_pairs(Graph& g, const std::unordered_map<int, int>& producer_of,
+               const std::function<ValueId(Rebuilder& rb, const Node& consumer, const Node& producer)>& fuse) {
+  if (producer_of.empty()) return 0;
+  std::vector<bool> absorbed(g.nodes.size(), false);
+  for (const auto& [consumer, producer] : producer_of) absorbed[static_cast<size_t>(producer)] = true;
+  Graph out;
+  {
+    Rebuilder rb(g, out);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (absorbed[i]) continue;  // emitted at its consumer
+      auto it = producer_of.find(static_cast<int>(i));
+      if (it == producer_of.end()) {
+        rb.copy_node(n);
+        continue;
+      }
+      rb.begin(n);
+      rb.set(n.outputs[0], fuse(rb, n, g.nodes[static_cast<size_t>(it->second)]));
+    }
+    for (ValueId v : g.outputs) out.outputs.push_back(rb.mapped(v));
+  }
+  out.name = g.name;
+  g = std::move(out);
+  return static_cast<int>(producer_of.size());
+}
+
 }  // namespace kiln::compiler

@@ -2,6 +2,8 @@
 // replace one node by several (functionalization, decomposition) copy the
 // nodes they keep and add new ops whose types come from the ops' shape rules.
 #pragma once
+#include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/graph/graph.h"
@@ -44,5 +46,14 @@ class Rebuilder {
   std::vector<ValueId> map_;
   const Node* current_ = nullptr;
 };
+
+// The peephole fusions' rebuild (fold_batch_norm, fuse_conv_activation):
+// each consumer node in `producer_of` (consumer index -> producer index, a
+// single-output producer read by that consumer alone) is replaced by the
+// value `fuse(rb, consumer, producer)` emits for its first output, and the
+// producers are dropped. Every other node is copied. Returns the number of
+// pairs fused; leaves `g` alone when there are none.
+int fuse_pairs(Graph& g, const std::unordered_map<int, int>& producer_of,
+               const std::function<ValueId(Rebuilder& rb, const Node& consumer, const Node& producer)>& fuse);
 
 }  // namespace kiln::compiler

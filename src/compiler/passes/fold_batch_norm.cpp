@@ -50,56 +50,32 @@ int fold_batch_norms(Graph& g) {
   const Uses uses(g);
   const std::vector<bool> mutated = mutated_storage(g);
   std::unordered_map<int, int> conv_of_bn;  // batch norm node -> conv node
-  std::vector<bool> folded_conv(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    int c = foldable_conv(g, g.nodes[i], uses, mutated);
-    if (c < 0) continue;
-    conv_of_bn[static_cast<int>(i)] = c;
-    folded_conv[static_cast<size_t>(c)] = true;
-  }
-  if (conv_of_bn.empty()) return 0;
-  Graph out;
-  {
-    Rebuilder rb(g, out);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
-      if (folded_conv[i]) continue;  // emitted at its batch norm
-      auto it = conv_of_bn.find(static_cast<int>(i));
-      if (it == conv_of_bn.end()) {
-        rb.copy_node(n);
-        continue;
-      }
-      const Node& conv = g.nodes[static_cast<size_t>(it->second)];
-      rb.begin(n);
-      const ValueId gamma = rb.mapped(n.inputs[1]), beta = rb.mapped(n.inputs[2]);
-      const ValueId mean = rb.mapped(n.inputs[3]), var = rb.mapped(n.inputs[4]);
-      const ValueId w = rb.mapped(conv.inputs[1]);
-      const ValueId cb = conv.inputs.size() > 2 ? rb.mapped(conv.inputs[2]) : kNoValue;
-      const Device dev = g.type(n.inputs[4]).device;
-      // eps as a full() node, not a tensor constant: a pass may run while a
-      // capture records, where any tensor made here would be a placeholder.
-      const ValueId eps = rb.op(OpId::full, {},
-                                Attrs()
-                                    .set("shape", Shape{})
-                                    .set("dtype", DType::Float32)
-                                    .set("device", dev.str())
-                                    .set("value", n.attrs.f("eps")));
-      ValueId s = rb.op(OpId::rsqrt, {rb.op(OpId::add, {var, eps})});
-      if (gamma != kNoValue) s = rb.op(OpId::mul, {gamma, s});
-      const int64_t channels = g.type(conv.inputs[1]).shape[0];
-      ValueId s4 = rb.op(OpId::view, {s}, Attrs().set("shape", Shape{channels, 1, 1, 1}));
-      ValueId w2 = rb.op(OpId::mul, {w, s4});
-      ValueId centered = cb != kNoValue ? rb.op(OpId::sub, {cb, mean}) : rb.op(OpId::neg, {mean});
-      ValueId b2 = rb.op(OpId::mul, {centered, s});
-      if (beta != kNoValue) b2 = rb.op(OpId::add, {b2, beta});
-      ValueId y = rb.op(OpId::conv2d, {rb.mapped(conv.inputs[0]), w2, b2}, conv.attrs);
-      rb.set(n.outputs[0], y);
-    }
-    for (ValueId v : g.outputs) out.outputs.push_back(rb.mapped(v));
-  }
-  out.name = g.name;
-  g = std::move(out);
-  return static_cast<int>(conv_of_bn.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (int c = foldable_conv(g, g.nodes[i], uses, mutated); c >= 0) conv_of_bn[static_cast<int>(i)] = c;
+  return fuse_pairs(g, conv_of_bn, [&g](Rebuilder& rb, const Node& n, const Node& conv) {
+    const ValueId gamma = rb.mapped(n.inputs[1]), beta = rb.mapped(n.inputs[2]);
+    const ValueId mean = rb.mapped(n.inputs[3]), var = rb.mapped(n.inputs[4]);
+    const ValueId w = rb.mapped(conv.inputs[1]);
+    const ValueId cb = conv.inputs.size() > 2 ? rb.mapped(conv.inputs[2]) : kNoValue;
+    const Device dev = g.type(n.inputs[4]).device;
+    // eps as a full() node, not a tensor constant: a pass may run while a
+    // capture records, where any tensor made here would be a placeholder.
+    const ValueId eps = rb.op(OpId::full, {},
+                              Attrs()
+                                  .set("shape", Shape{})
+                                  .set("dtype", DType::Float32)
+                                  .set("device", dev.str())
+                                  .set("value", n.attrs.f("eps")));
+    ValueId s = rb.op(OpId::rsqrt, {rb.op(OpId::add, {var, eps})});
+    if (gamma != kNoValue) s = rb.op(OpId::mul, {gamma, s});
+    const int64_t channels = g.type(conv.inputs[1]).shape[0];
+    ValueId s4 = rb.op(OpId::view, {s}, Attrs().set("shape", Shape{channels, 1, 1, 1}));
+    ValueId w2 = rb.op(OpId::mul, {w, s4});
+    ValueId centered = cb != kNoValue ? rb.op(OpId::sub, {cb, mean}) : rb.op(OpId::neg, {mean});
+    ValueId b2 = rb.op(OpId::mul, {centered, s});
+    if (beta != kNoValue) b2 = rb.op(OpId::add, {b2, beta});
+    return rb.op(OpId::conv2d, {rb.mapped(conv.inputs[0]), w2, b2}, conv.attrs);
+  });
 }
 
 }  // namespace kiln::compiler

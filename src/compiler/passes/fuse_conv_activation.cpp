@@ -32,11 +32,7 @@ int fusable_conv(const Graph& g, const Node& act, const std::vector<int>& uses, 
   if (g.type(x).dtype != DType::Float32 || g.type(x).device != Device::cpu()) return -1;
   // Where the post-op would cost oneDNN its Winograd kernel (GELU), the
   // activation stays a kernel of its own: fusion must never be slower.
-  Conv2dParams p;
-  p.stride = conv.attrs.ints("stride");
-  p.padding = conv.attrs.ints("padding");
-  p.dilation = conv.attrs.ints("dilation");
-  p.groups = conv.attrs.i("groups");
+  const Conv2dParams p = conv2d_params(conv.attrs);
   const bool bias = conv.inputs.size() > 2 && conv.inputs[2] != kNoValue;
   if (!conv2d_post_op_pays(g.type(conv.inputs[0]).shape, g.type(conv.inputs[1]).shape, bias, p, post_op_name(act)))
     return -1;
@@ -49,38 +45,15 @@ int fuse_conv_activations(Graph& g) {
   const std::vector<int> uses = use_counts(g);
   const std::vector<bool> mutated = mutated_storage(g);
   std::unordered_map<int, int> conv_of_act;  // activation node -> conv node
-  std::vector<bool> fused_conv(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    int c = fusable_conv(g, g.nodes[i], uses, mutated);
-    if (c < 0) continue;
-    conv_of_act[static_cast<int>(i)] = c;
-    fused_conv[static_cast<size_t>(c)] = true;
-  }
-  if (conv_of_act.empty()) return 0;
-  Graph out;
-  {
-    Rebuilder rb(g, out);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
-      if (fused_conv[i]) continue;  // emitted at its activation
-      auto it = conv_of_act.find(static_cast<int>(i));
-      if (it == conv_of_act.end()) {
-        rb.copy_node(n);
-        continue;
-      }
-      const Node& conv = g.nodes[static_cast<size_t>(it->second)];
-      rb.begin(n);
-      std::vector<ValueId> ins;
-      for (ValueId v : conv.inputs) ins.push_back(rb.mapped(v));
-      Attrs attrs = conv.attrs;
-      attrs.set("activation", std::string(post_op_name(n)));
-      rb.set(n.outputs[0], rb.op(OpId::conv2d, std::move(ins), std::move(attrs)));
-    }
-    for (ValueId v : g.outputs) out.outputs.push_back(rb.mapped(v));
-  }
-  out.name = g.name;
-  g = std::move(out);
-  return static_cast<int>(conv_of_act.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (int c = fusable_conv(g, g.nodes[i], uses, mutated); c >= 0) conv_of_act[static_cast<int>(i)] = c;
+  return fuse_pairs(g, conv_of_act, [](Rebuilder& rb, const Node& act, const Node& conv) {
+    std::vector<ValueId> ins;
+    for (ValueId v : conv.inputs) ins.push_back(rb.mapped(v));
+    Attrs attrs = conv.attrs;
+    attrs.set("activation", std::string(post_op_name(act)));
+    return rb.op(OpId::conv2d, std::move(ins), std::move(attrs));
+  });
 }
 
 }  // namespace kiln::compiler
