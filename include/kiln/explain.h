@@ -54,6 +54,18 @@ struct ExplainFusedKernel {
   int64_t bytes_not_written = 0;  // values of those ops that stay in registers
 };
 
+// A convolution of a compiled graph on the CPU (oneDNN): what it computes
+// in and which kernel runs it, after the per-layer choices (bfloat16 against
+// float32 under autocast; the algorithm under mode "max-autotune").
+struct ExplainConvolution {
+  std::string graph;      // the graph's name (ExplainGraph::name)
+  std::string node;       // "%12 = conv2d_backward_weight(%7, %3)" without attributes
+  std::string shapes;     // "f32[8, 64, 32, 32] x f32[64, 64, 3, 3]": its first two inputs
+  std::string precision;  // ConvRun (ops/conv_fused.h)
+  std::string algorithm;
+  std::string impl;
+};
+
 struct ExplainBreak {
   std::string op;        // the op whose result was read ("sum"; "input" for a graph input)
   std::string reason;    // what read it: "item()", "data_ptr()", printing
@@ -80,6 +92,7 @@ struct ExplainReport {
   // Backend "cpp": every generated kernel that covers more than one op, over
   // all graphs. Empty for the interpreter, which runs each op on its kernel.
   std::vector<ExplainFusedKernel> fused_kernels;
+  std::vector<ExplainConvolution> convolutions;  // CPU graphs only
 
   // The human summary: counts, graph breaks with reasons, guards, op counts, graphs.
   std::string str() const;

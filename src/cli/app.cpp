@@ -412,6 +412,16 @@ void add_explain(CLI::App& app, Invocation& inv) {
       ->type_name("FILE");
   e->add_flag("--json", o.json, "print the report as one JSON object on stdout instead of the summary");
   e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
+  e->add_option("--mode", o.mode, "the compile mode: default, reduce-overhead or max-autotune (the convolutions' "
+                                  "algorithms timed per layer; the list of convolutions shows the choices)")
+      ->check(one_of({"default", "reduce-overhead", "max-autotune"}, "mode"))
+      ->type_name("MODE")
+      ->default_str(o.mode);
+  e->add_option("--autocast", o.autocast,
+                "mixed precision: the forward (and loss) in bf16 or fp16, as kiln train --autocast; the list of "
+                "convolutions shows which layers run in bfloat16")
+      ->check(one_of({"bf16", "fp16"}, "autocast dtype"))
+      ->type_name("DTYPE");
 }
 
 void add_report(CLI::App& app, Invocation& inv) {

@@ -68,6 +68,8 @@ struct ExplainCmdOptions {
   bool json = false;
   bool dynamic = false;
   std::string backend = "interpreter";  // interpreter | cpp (lists the fused kernels)
+  std::string mode = "default";         // the compile mode (max-autotune: tuned convolutions)
+  std::string autocast;                 // "", "bf16" or "fp16": the forward (and loss) in that dtype
 };
 
 struct ReportOptions {

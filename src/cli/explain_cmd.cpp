@@ -3,6 +3,7 @@
 // the summary, one JSON object (--json), and/or an HTML page (--html).
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
@@ -23,7 +24,12 @@ ExplainReport explain_train_step(const ExplainCmdOptions& o, const ExplainOption
   Tensor x = randn({o.batch, 3, 32, 32});
   Tensor y = randint(0, 10, {o.batch});
   auto step = [&](const Tensor& xb, const Tensor& yb) {
-    Tensor loss = cross_entropy(model->forward(xb), yb, r.label_smoothing);
+    Tensor loss;
+    {
+      std::optional<autocast> amp;
+      if (!o.autocast.empty()) amp.emplace(parse_autocast_dtype(o.autocast));
+      loss = cross_entropy(model->forward(xb), yb, r.label_smoothing);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -40,6 +46,8 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
   model->eval();
   NoGradGuard inference;
   Tensor x = randn({o.batch, 3, 32, 32});
+  std::optional<autocast> amp;
+  if (!o.autocast.empty()) amp.emplace(parse_autocast_dtype(o.autocast));
   return explain(eo, model, x);
 }
 
@@ -48,7 +56,7 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
 ExplainReport explain_model(const ExplainCmdOptions& o) {
   manual_seed(0);
   ExplainOptions eo;
-  eo.compile(CompileOptions().dynamic(o.dynamic).backend(o.backend).name(o.model + (o.train ? "_train_step" : "_forward")));
+  eo.compile(CompileOptions().dynamic(o.dynamic).backend(o.backend).mode(o.mode).name(o.model + (o.train ? "_train_step" : "_forward")));
   return o.train ? explain_train_step(o, eo) : explain_forward(o, eo);
 }
 

@@ -514,17 +514,23 @@ double seconds_of(F&& f) {
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
                   const Tensor& out, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto);
 
+// The kind and shape part of an autotuning table key (ops/conv_autotune.h).
+std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
+  std::ostringstream key;
+  key << static_cast<int64_t>(kind) << ':' << g.N << ',' << g.C << ',' << g.H << ',' << g.W << ':' << g.O << ','
+      << g.KH << ',' << g.KW << ':' << g.sh << ',' << g.sw << ',' << g.ph << ',' << g.pw << ',' << g.dh << ',' << g.dw
+      << ',' << g.groups << ':' << (bias ? 1 : 0) << ':' << static_cast<int64_t>(act);
+  return key.str();
+}
+
 // algorithm="tuned" in float32: the recorded choice for this kind and shape,
 // else both algorithms timed here, in the running step on the real operands
 // (each run once untimed first: primitive creation and JIT), the faster
 // recorded and, if it did not run last, run again so `out` holds its result.
 void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
                         const Tensor& out, Activation act) {
-  std::ostringstream key;
-  key << static_cast<int64_t>(kind) << ':' << g.N << ',' << g.C << ',' << g.H << ',' << g.W << ':' << g.O << ','
-      << g.KH << ',' << g.KW << ':' << g.sh << ',' << g.sw << ',' << g.ph << ',' << g.pw << ',' << g.dh << ',' << g.dw
-      << ',' << g.groups << ':' << (bias.defined() ? 1 : 0) << ':' << static_cast<int64_t>(act);
-  if (std::optional<bool> direct = conv_autotune::lookup(key.str()))
+  const std::string key = tuned_key(kind, g, bias.defined(), act);
+  if (std::optional<bool> direct = conv_autotune::lookup(key))
     return conv_compute(kind, g, a, b, bias, out, act, *direct ? ConvAlgo::Direct : ConvAlgo::Auto);
   auto run = [&](ConvAlgo algo) { conv_compute(kind, g, a, b, bias, out, act, algo); };
   run(ConvAlgo::Auto);
@@ -534,7 +540,7 @@ void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Ten
       std::min(seconds_of([&] { run(ConvAlgo::Direct); }), seconds_of([&] { run(ConvAlgo::Direct); }));
   // Ties go to auto, eager's choice.
   const bool direct = t_direct < t_auto;
-  conv_autotune::record(key.str(), direct);
+  conv_autotune::record(key, direct);
   if (!direct) run(ConvAlgo::Auto);
 }
 
@@ -666,9 +672,8 @@ struct BackwardOp {
   static constexpr const char* name = kData ? "conv2d_backward_input" : "conv2d_backward_weight";
   static constexpr const char* other = kData ? "weight" : "input";
   static const Shape& out_shape(const Attrs& a) { return a.ints(kData ? "input_shape" : "weight_shape"); }
-  static ConvGeom geometry(const Tensor& other_t, const Attrs& a) {
-    return kData ? conv_geometry(out_shape(a), other_t.shape(), a, name)
-                 : conv_geometry(other_t.shape(), out_shape(a), a, name);
+  static ConvGeom geometry(const Shape& other, const Attrs& a) {
+    return kData ? conv_geometry(out_shape(a), other, a, name) : conv_geometry(other, out_shape(a), a, name);
   }
 };
 template <Kind K>
@@ -679,13 +684,13 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
   check_float(go, Op::name, "grad_out");
   KILN_CHECK(go.dtype() == other.dtype(), Op::name, ": grad_out is ", dtype_name(go.dtype()), " but ", Op::other,
              " is ", dtype_name(other.dtype()));
-  check_grad_out(go, Op::geometry(other, a), Op::name);
+  check_grad_out(go, Op::geometry(other.shape(), a), Op::name);
   algorithm_of(a);  // checks the name
   return {{Op::out_shape(a), go.dtype(), common_device(in, Op::name)}};
 }
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  conv_compute(K, BackwardOp<K>::geometry(in[1], a), in[0], in[1], Tensor(), out[0], Activation::None,
+  conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], Activation::None,
                algorithm_of(a));
 }
 
@@ -747,6 +752,55 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
   }
 }
 Conv2dParams conv2d_params(const Attrs& a) { return conv_params(a); }
+
+ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias, DType dtype, const Attrs& attrs) {
+  Kind kind = Kind::Forward;
+  ConvGeom g;
+  if (op == OpId::conv2d) {
+    g = conv_geometry(in0, in1, attrs, "conv2d");
+  } else if (op == OpId::conv2d_backward_input) {
+    kind = Kind::BackwardData;
+    g = BackwardOp<Kind::BackwardData>::geometry(in1, attrs);
+  } else {
+    KILN_CHECK(op == OpId::conv2d_backward_weight, "describe_conv_run: ", op_name(op), " is not a convolution");
+    kind = Kind::BackwardWeights;
+    g = BackwardOp<Kind::BackwardWeights>::geometry(in1, attrs);
+  }
+  const Activation act = kind == Kind::Forward ? activation_of(attrs) : Activation::None;
+  const ConvAlgo asked = algorithm_of(attrs);
+  ConvRun r;
+  r.precision = dtype_name(dtype);
+  if (dtype == DType::Float64) {
+    r.algorithm = "direct";
+    r.impl = "kiln's reference loop (oneDNN has no float64 convolution)";
+    return r;
+  }
+  DataType dt = DataType::f32;
+  ConvAlgo algo = asked == ConvAlgo::Tuned && dtype != DType::Float32 ? ConvAlgo::Auto : asked;
+  r.algorithm = asked == ConvAlgo::Direct ? "direct" : "auto";
+  if (dtype == DType::BFloat16) {
+    switch (bf16_path(kind, g, bias)) {
+      case Bf16Path::Bf16: dt = DataType::bf16; break;
+      case Bf16Path::Float32: r.precision = "float32 (bfloat16 measured slower here, or no kernel)"; break;
+      case Bf16Path::Undecided: r.impl = "bfloat16 or float32: timed on the first call"; return r;
+    }
+  } else if (dtype != DType::Float32) {
+    r.precision = "float32 (casts around it)";
+  }
+  if (algo == ConvAlgo::Tuned) {
+    std::optional<bool> direct = conv_autotune::lookup(tuned_key(kind, g, bias, act));
+    if (!direct) {
+      r.algorithm = "tuned: not measured yet (timed on the first call)";
+      return r;
+    }
+    algo = *direct ? ConvAlgo::Direct : ConvAlgo::Auto;
+    r.algorithm = *direct ? "tuned: direct" : "tuned: auto";
+  }
+  const bool post_op = act == Activation::None || (dt == DataType::f32 && post_op_keeps_algorithm(g, bias, act, algo));
+  r.impl = get_entry(kind, g, bias, dt, post_op ? act : Activation::None, algo)->impl;
+  if (!post_op) r.impl += " (activation applied after: its post-op would cost this kernel)";
+  return r;
+}
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   KILN_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
   Tensors in{x, weight};

@@ -7,6 +7,7 @@
 
 #include "core/attrs.h"
 #include "kiln/ops.h"
+#include "ops/op_def.h"
 
 namespace kiln {
 
@@ -24,6 +25,17 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 // where it may fuse with its neighbours. False for shapes conv2d rejects.
 bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
                          const std::string& activation);
+
+// How one conv2d, conv2d_backward_input or conv2d_backward_weight call runs
+// on this CPU as things stand (kiln explain): `in0`, `in1` its first two
+// inputs' shapes, `attrs` its attributes. A per-layer choice not made yet (a
+// bfloat16 or algorithm="tuned" layer before its first call) says so.
+struct ConvRun {
+  std::string precision;  // "float32", "bfloat16", "float32 (bfloat16 measured slower)", ...
+  std::string algorithm;  // "auto", "direct", "tuned: direct", "tuned: auto", "tuned: not measured yet"
+  std::string impl;       // oneDNN's implementation ("jit_wino_4x3:avx512_core"), or why there is none
+};
+ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias, DType dtype, const Attrs& attrs);
 
 // The Conv2dParams a conv op's attributes spell (stride, padding, dilation, groups).
 Conv2dParams conv2d_params(const Attrs& a);

@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "capture_checks.h"
 #include "compiler/capture/compiled_state.h"
@@ -15,6 +18,7 @@
 #include "compiler/passes/pipeline.h"
 #include "graph_builder.h"
 #include "kiln/compile.h"
+#include "kiln/explain.h"
 #include "ops/conv_autotune.h"
 #include "testing/scoped_env.h"
 
@@ -183,6 +187,54 @@ TEST(AutotuneConvolutions, MaxAutotuneTrainStepMatchesDefaultAndTheNextProcessRe
   train_three_steps("max-autotune");
   EXPECT_EQ(conv_autotune::stats().measured, 0);
   EXPECT_EQ(conv_autotune::stats().loaded, measured);
+}
+
+// kiln explain lists each CPU convolution of the compiled step with the
+// per-layer choices made while explain ran it: the tuned algorithm and
+// oneDNN's kernel for it; with bfloat16 autocast, each layer's precision.
+TEST(AutotuneConvolutions, ExplainListsEachConvolutionWithItsChoiceAndKernel) {
+  ScopedCacheDir cache;
+  manual_seed(6);
+  auto conv = std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 8, 3).padding(1));
+  optim::SGD opt(conv->parameters(), optim::SGDOptions(0.1));
+  Tensor x = randn({4, 3, 16, 16});
+  bool bf16 = false;
+  auto step = [&](const Tensor& xb) {
+    Tensor loss;
+    {
+      std::optional<autocast> amp;
+      if (bf16) amp.emplace(DType::BFloat16);
+      Tensor y = conv->forward(xb);
+      loss = mul(y, y).mean();
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  ExplainReport r = explain(ExplainOptions().calls(2).compile(CompileOptions().backend("cpp").mode("max-autotune")),
+                            step, x);
+  // The forward and the weight gradient (the input needs none).
+  ASSERT_EQ(r.convolutions.size(), 2u) << r.str();
+  for (const ExplainConvolution& c : r.convolutions) {
+    EXPECT_EQ(c.precision, "float32");
+    EXPECT_TRUE(c.algorithm == "tuned: direct" || c.algorithm == "tuned: auto") << c.algorithm;
+    EXPECT_FALSE(c.impl.empty());
+    EXPECT_EQ(c.shapes.find("grad"), std::string::npos) << c.shapes;
+  }
+  EXPECT_NE(r.convolutions[0].node.find("conv2d("), std::string::npos) << r.convolutions[0].node;
+  EXPECT_NE(r.convolutions[1].node.find("conv2d_backward_weight("), std::string::npos) << r.convolutions[1].node;
+  EXPECT_NE(r.str().find("algorithm tuned: "), std::string::npos);
+  EXPECT_EQ(r.json()["convolutions"].size(), 2u);
+
+  bf16 = true;  // default mode: oneDNN's algorithm, each layer's precision timed on its first call
+  ExplainReport b = explain(ExplainOptions().calls(2).compile(CompileOptions().backend("cpp")), step, x);
+  ASSERT_EQ(b.convolutions.size(), 2u) << b.str();
+  for (const ExplainConvolution& c : b.convolutions) {
+    EXPECT_TRUE(c.precision == "bfloat16" || c.precision.starts_with("float32 (")) << c.precision;
+    EXPECT_EQ(c.algorithm, "auto");
+    EXPECT_NE(c.shapes.find("bf16["), std::string::npos) << c.shapes;
+  }
 }
 
 }  // namespace

@@ -88,6 +88,18 @@ TEST(CppJitCache, SecondInstanceOverTheSameDirectoryLoadsWithoutCompiling) {
   EXPECT_EQ(s.compile_seconds, 0.0);
 }
 
+// rm -rf of the cache while a process runs (kiln cache --clear keeps the
+// directories; a user's rm does not): the next compile makes it again.
+TEST(CppJitCache, ACacheDirectoryDeletedUnderTheProcessIsMadeAgain) {
+  ScratchDir dir;
+  CppJit jit(dir.path());
+  EXPECT_TRUE(saxpy_is_correct(*jit.compile(kSaxpySource)));
+  fs::remove_all(dir.path());
+  auto mod = jit.compile("extern \"C\" int seven() { return 7; }\n");
+  EXPECT_EQ(mod->symbol<int (*)()>("seven")(), 7);
+  EXPECT_TRUE(jit.cache().has_entry(mod->key()));
+}
+
 TEST(CppJitCache, WarmStartInASecondProcessNeverRunsTheCompiler) {
   ScratchDir dir;
   fs::path cxx = write_logging_compiler(dir.path());

@@ -162,7 +162,7 @@ TEST(Explain, JsonHasEveryDocumentedKey) {
   ExplainReport r = explain(branchy, full({3}, 1.0));
   nlohmann::json j = r.json();
   for (const char* key : {"graphs", "graph_breaks", "guards", "ops", "calls", "variants", "recompiles", "fell_back",
-                          "saved_bytes_eager", "saved_bytes_partitioned"})
+                          "saved_bytes_eager", "saved_bytes_partitioned", "fused_kernels", "convolutions"})
     EXPECT_TRUE(j.contains(key)) << key;
   ASSERT_TRUE(j["graphs"].is_array());
   ASSERT_EQ(j["graphs"].size(), r.graphs.size());

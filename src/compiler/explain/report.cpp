@@ -2,6 +2,7 @@
 // (compiler/capture/compiled_state.h): each distinct segment graph, its
 // graph break, its inputs' guards, op counts and saved bytes.
 #include <map>
+#include <sstream>
 #include <unordered_set>
 
 #include "compiler/capture/compiled_state.h"
@@ -10,6 +11,7 @@
 #include "compiler/explain/fused_kernels.h"
 #include "compiler/graph/dot.h"
 #include "compiler/graph/printer.h"
+#include "ops/conv_fused.h"
 #include "kiln/explain.h"
 
 namespace kiln::detail {
@@ -50,6 +52,32 @@ std::string scalar_inputs_str(const Graph& g) {
   return s + ")";
 }
 
+// The CPU convolutions of `g` as they run now (after the calls explain made:
+// the per-layer choices are taken on a layer's first call).
+void add_convolutions(const Graph& g, const std::string& graph_name, std::vector<ExplainConvolution>& out) {
+  for (const compiler::Node& n : g.nodes) {
+    if (n.kind != compiler::NodeKind::Op) continue;
+    if (n.op != OpId::conv2d && n.op != OpId::conv2d_backward_input && n.op != OpId::conv2d_backward_weight) continue;
+    ValueType a = g.type(n.inputs[0]), b = g.type(n.inputs[1]);
+    a.requires_grad = b.requires_grad = false;  // not what the list is about
+    if (a.device != Device::cpu() || !n.attr_inputs.empty()) continue;
+    ExplainConvolution c;
+    c.graph = graph_name;
+    std::ostringstream node;
+    node << '%' << n.outputs[0] << " = " << op_name(n.op) << "(%" << n.inputs[0] << ", %" << n.inputs[1] << ')';
+    c.node = node.str();
+    c.shapes = compiler::type_str(a) + " x " + compiler::type_str(b);
+    const bool bias = n.op == OpId::conv2d && n.inputs.size() > 2 && n.inputs[2] != compiler::kNoValue;
+    try {
+      ConvRun r = describe_conv_run(n.op, a.shape, b.shape, bias, a.dtype, n.attrs);
+      c.precision = r.precision, c.algorithm = r.algorithm, c.impl = r.impl;
+    } catch (const Error& e) {
+      c.impl = e.what();  // a symbolic batch size, say: nothing to ask oneDNN about
+    }
+    out.push_back(std::move(c));
+  }
+}
+
 }  // namespace
 
 ExplainReport explain_state(const compiler::CompiledState& state, const ExplainContext& context) {
@@ -88,6 +116,14 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
       // The cpp backend's fused kernels, as its scheduler made them.
       if (auto* cpp = dynamic_cast<const compiler::CppExecutable*>(s.interpreter.get()))
         for (ExplainFusedKernel& f : fused_kernels(eg.name, cpp->program())) r.fused_kernels.push_back(std::move(f));
+      // What ran: the graph after the passes (the forward and backward
+      // graphs of an ahead-of-time split where there is one).
+      if (s.aot) {
+        add_convolutions(s.aot->graphs().forward, eg.name + "/forward", r.convolutions);
+        add_convolutions(s.aot->graphs().backward, eg.name + "/backward", r.convolutions);
+      } else {
+        add_convolutions(s.executable.nodes.empty() ? g : s.executable, eg.name, r.convolutions);
+      }
       r.graphs.push_back(std::move(eg));
       scalars.push_back(scalar_inputs_str(g));
     }

@@ -74,6 +74,13 @@ std::string ExplainReport::str() const {
     s += "  " + plural(static_cast<int64_t>(fused_kernels.size()), "fused kernel", "fused kernels") +
          ", intermediates not written: " + bytes_str(not_written) + "\n";
 
+  if (!convolutions.empty()) {
+    s += "\nconvolutions (oneDNN, after the per-layer choices; docs/compile.md, \"max-autotune\"):\n";
+    for (const ExplainConvolution& c : convolutions)
+      s += "  " + c.graph + ": " + c.node + " " + c.shapes + ": " + c.precision + ", algorithm " + c.algorithm +
+           (c.impl.empty() ? "" : ", " + c.impl) + "\n";
+  }
+
   for (const ExplainGraph& g : graphs) {
     s += "\ngraph " + g.name + " (variant " + std::to_string(g.variant) + ", segment " + std::to_string(g.segment) +
          ", " + plural(g.num_ops, "op", "ops") + (g.has_backward ? ", forward + backward" : "") + "):\n" + g.text;
@@ -112,6 +119,10 @@ nlohmann::json ExplainReport::json() const {
   for (const ExplainFusedKernel& f : fused_kernels)
     j["fused_kernels"].push_back(
         {{"graph", f.graph}, {"kernel", f.kernel}, {"ops", f.ops}, {"bytes_not_written", f.bytes_not_written}});
+  j["convolutions"] = nlohmann::json::array();
+  for (const ExplainConvolution& c : convolutions)
+    j["convolutions"].push_back({{"graph", c.graph}, {"node", c.node}, {"shapes", c.shapes}, {"precision", c.precision},
+                                 {"algorithm", c.algorithm}, {"impl", c.impl}});
   return j;
 }
 

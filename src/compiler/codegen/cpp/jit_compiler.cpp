@@ -126,6 +126,10 @@ std::shared_ptr<LoadedModule> CppJit::build(const std::string& key, const std::s
   // that is kept; the .so is compiled under a temporary name and renamed into
   // place only when complete: its presence is what makes an entry.
   fs::path src = cache_.source_path(key);
+  // The directory may have been deleted under a running process (rm -rf of
+  // the cache while a long run trains): make it again rather than fail.
+  std::error_code ec;
+  fs::create_directories(cache_.dir(), ec);
   write_file_atomically(src, source);
   fs::path temp_so = unique_temp_path(cache_.dir(), key, ".so");
   std::vector<std::string> argv = {compiler().path};
