@@ -356,10 +356,11 @@ void add_bench(CLI::App& app, Invocation& inv) {
       ->delimiter(',')
       ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
       ->type_name("A,B,...");
-  models->add_option("--modes", m.modes, "comma-separated: eager,default,reduce-overhead,max-autotune "
-                                         "(default: eager,default; the speed-up is against eager)")
+  models->add_option("--modes", m.modes, "comma-separated: eager,default,reduce-overhead,max-autotune,bf16 "
+                                         "(default: eager,default; the speed-up is against eager; bf16 is the "
+                                         "default compile under bf16 autocast, also set against default)")
       ->delimiter(',')
-      ->check(one_of({"eager", "default", "reduce-overhead", "max-autotune"}, "mode"))
+      ->check(one_of({"eager", "default", "reduce-overhead", "max-autotune", "bf16"}, "mode"))
       ->type_name("A,B,...");
   models->add_option("--phases", m.phases, "comma-separated: train (a recipe SGD step), eval (a forward)")
       ->delimiter(',')

@@ -71,6 +71,9 @@ struct Setup {
 Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
                  const std::string& phase, Device dev) {
   manual_seed(0);
+  // Mode bf16: the default compile under bfloat16 autocast (the forward and
+  // loss), to set beside the float32 default mode of the same run.
+  const std::string amp = mode == "bf16" ? "bf16" : o.autocast;
   Setup s;
   s.model = models::create(name, name == "airbench" ? o.width : 1.0);
   s.model->to(dev);
@@ -81,14 +84,14 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
   }
   Tensor y = randint(0, 10, {o.batch}).to(dev);
   CompileOptions co = CompileOptions().name(name + "_" + phase).backend(o.backend);
-  if (mode != "eager") co.mode(mode);
+  if (mode != "eager") co.mode(mode == "bf16" ? "default" : mode);
   if (phase == "train") {
     Recipe r = recipe_for(name);
     s.model->train();
     s.opt = std::make_unique<optim::SGD>(
         s.model->parameters(),
         optim::SGDOptions(r.lr).momentum(r.momentum).weight_decay(r.weight_decay).nesterov(r.nesterov));
-    auto step = [m = s.model.get(), opt = s.opt.get(), ls = r.label_smoothing, amp = o.autocast](const Tensor& xb,
+    auto step = [m = s.model.get(), opt = s.opt.get(), ls = r.label_smoothing, amp](const Tensor& xb,
                                                                                                   const Tensor& yb) {
       Tensor loss;
       {
@@ -116,7 +119,7 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
     s.model->eval();
     std::shared_ptr<nn::Module> m = s.model;
     if (mode == "eager") {
-      s.call = [m, x, dev, amp = o.autocast] {
+      s.call = [m, x, dev, amp] {
         NoGradGuard no_grad;
         MaybeAutocast scope(amp);
         m->forward(x);
@@ -125,7 +128,7 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
     } else {
       // The autocast scope inside the compiled function: capture records
       // the casts (a compiled function called inside a scope is an error).
-      auto forward = [m, amp = o.autocast](const Tensor& xb) {
+      auto forward = [m, amp](const Tensor& xb) {
         MaybeAutocast scope(amp);
         return m->forward(xb);
       };
@@ -236,9 +239,12 @@ std::string fixed(double v, int decimals) {
 int run_bench_models(const BenchModelsOptions& o) {
   Device dev = checked_device(o.device, "bench models");
   for (const std::string& m : o.models) recipe_for(m);  // names checked before any work
+  const bool bf16_mode = std::find(o.modes.begin(), o.modes.end(), "bf16") != o.modes.end();
+  KILN_CHECK(!bf16_mode || o.autocast.empty(), "bench models: mode bf16 is the default compile under bf16 autocast, ",
+             "set beside the float32 modes; drop --autocast ", o.autocast, " or the bf16 mode");
   // KILN_PROFILE=trace.json: a Chrome trace of every case and the per-op table.
   std::unique_ptr<Profile> profile = o.first_call_only ? nullptr : Profile::from_env();
-  std::map<std::pair<std::string, std::string>, double> eager_rate;
+  std::map<std::pair<std::string, std::string>, double> eager_rate, default_rate;
   if (!o.json && !o.first_call_only)
     std::cout << "kiln bench models: " << dev.str() << ", batch " << o.batch << ", " << omp_get_max_threads()
               << " thread(s), compiled modes on the " << o.backend << " backend"
@@ -250,6 +256,12 @@ int run_bench_models(const BenchModelsOptions& o) {
       for (const std::string& mode : o.modes) {
         ModelBenchCase r = measure_model_case(o, name, mode, phase, dev);
         if (mode == "eager") eager_rate[{name, phase}] = r.img_per_s;
+        if (mode == "default") default_rate[{name, phase}] = r.img_per_s;
+        // Mode bf16 against the float32 default mode of this run.
+        auto d = default_rate.find({name, phase});
+        const double vs_fp32 =
+            mode == "bf16" && d != default_rate.end() && d->second > 0 && !o.first_call_only ? r.img_per_s / d->second
+                                                                                              : -1;
         auto e = eager_rate.find({name, phase});
         double vs = e != eager_rate.end() && e->second > 0 && !o.first_call_only ? r.img_per_s / e->second : -1;
         if (o.json) {
@@ -266,7 +278,8 @@ int run_bench_models(const BenchModelsOptions& o) {
           if (dev.is_cuda()) j["warmup_steps"] = r.warmup_steps;
           j["device"] = dev.str();
           j["backend"] = r.mode == "eager" ? JsonLine() : JsonLine(o.backend);
-          j["autocast"] = o.autocast.empty() ? JsonLine() : JsonLine(o.autocast);
+          j["autocast"] = mode == "bf16" ? JsonLine("bf16") : o.autocast.empty() ? JsonLine() : JsonLine(o.autocast);
+          if (vs_fp32 >= 0) j["vs_compiled_fp32"] = rounded(vs_fp32, 3);
           if (dev.is_cuda()) {
             j["cuda_mallocs"] = r.cuda_mallocs;
             j["cuda_frees"] = r.cuda_frees;
@@ -278,6 +291,7 @@ int run_bench_models(const BenchModelsOptions& o) {
                     << (vs < 0 ? std::string("-") : fixed(vs, 2) + "x") << std::setw(11) << fixed(r.compile_s, 2)
                     << std::setw(8) << fixed(r.warm_s, 2);
           if (dev.is_cuda()) std::cout << r.cuda_mallocs << "/" << r.cuda_frees;
+          if (vs_fp32 >= 0) std::cout << "  " << fixed(vs_fp32, 2) << "x compiled fp32";
           std::cout << "\n"
                     << std::flush;
         }
