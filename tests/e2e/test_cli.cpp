@@ -599,3 +599,25 @@ TEST(CliBenchModels, AutocastIsNamedInTheJsonAndAnUnknownDtypeIsAUsageError) {
   expect_usage_error("bench models --autocast fp8", "fp8", dir);
 }
 
+// Mode bf16: the default compile under bf16 autocast, with its ratio to the
+// float32 default mode of the same run (issue 9: "ratio printed per model").
+TEST(CliBenchModels, Bf16ModeCarriesItsRatioToCompiledFloat32) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("bench models --models tutorial --modes default,bf16 --phases eval --batch 4 --steps 1 --json "
+                       "--no-warm",
+                       dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  std::vector<nlohmann::json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_TRUE(lines[0]["autocast"].is_null()) << lines[0].dump();
+  EXPECT_FALSE(lines[0].contains("vs_compiled_fp32")) << lines[0].dump();
+  EXPECT_EQ(lines[1]["mode"], "bf16");
+  EXPECT_EQ(lines[1]["autocast"], "bf16");
+  ASSERT_TRUE(lines[1]["vs_compiled_fp32"].is_number()) << lines[1].dump();
+  EXPECT_NEAR(lines[1]["vs_compiled_fp32"].get<double>(),
+              lines[1]["img_per_s"].get<double>() / lines[0]["img_per_s"].get<double>(), 0.01);
+  Outcome both = run_kiln("bench models --modes bf16 --autocast bf16", dir);
+  EXPECT_NE(both.rc, 0);
+  EXPECT_NE(both.err.find("drop --autocast"), std::string::npos) << show(both);
+}
+
