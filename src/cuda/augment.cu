@@ -45,7 +45,7 @@ __global__ void augment_kernel(AugmentCall c, int64_t total) {
     float v = b;  // zero padding: pixel 0
     if (sy >= 0 && sx >= 0) {
       const uint8_t p = c.images[((static_cast<int64_t>(d.index) * c.C + ch) * c.H + sy) * c.W + sx];
-      v = __fadd_rn(__fmul_rn(static_cast<float>(p), c.scale[ch]), b);
+      v = __fmaf_rn(static_cast<float>(p), c.scale[ch], b);  // one rounding, as the CPU's std::fma
     }
     c.out[e] = v;
     if (e < c.B) c.out_labels[e] = c.labels[c.draws[e].index];

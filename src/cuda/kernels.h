@@ -264,8 +264,8 @@ namespace kiln::cuda {
 // The DataLoader's batch assembly on the device (src/data/device_loader.cpp):
 // out image i = the dataset's uint8 image draws[i].index, flipped, cropped
 // (zero padding) and translated (reflect padding) as the CPU's
-// detail::assemble_image does, then pixel * scale[c] + bias[c] rounded as the
-// CPU rounds it (a product, then a sum: no fma). Labels gathered alike.
+// detail::assemble_image does, then fma(pixel, scale[c], bias[c]) (one
+// rounding, as the CPU's). Labels gathered alike.
 constexpr int kAugmentMaxChannels = 4;
 struct AugmentDraw {  // detail::ImageAugment plus the image's index: a row of an int32 [B, 6] tensor
   int32_t index, flip, crop_y, crop_x, translate_y, translate_x;
