@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/memory_format.h"
 #include "kiln/tensor.h"
 
 namespace kiln::data {
@@ -71,11 +72,20 @@ struct DataLoaderOptions {
   int prefetch = 4;  // batches kept ready
   AugmentOptions augment;
   std::vector<float> mean, std;  // per channel, in [0, 1] pixel units; empty = no normalization
+  // Where batches are made. Device::cuda(): the whole data set (uint8 images,
+  // labels) is copied to the GPU once, and each batch is gathered, augmented
+  // and normalized there by one kernel (the same values as on the CPU, bit for
+  // bit); the host only draws the order and the augmentation (a few bytes an
+  // image, copied asynchronously), so no worker threads run (`workers` and
+  // `prefetch` are ignored) and next() does not wait for the GPU.
+  Device device = Device::cpu();
+  // The batch images' layout (ChannelsLast: NHWC strides, as contiguous(x, ChannelsLast)).
+  MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 
 struct Batch {
-  Tensor images;  // float32 [B, C, H, W], (pixel/255 - mean) / std
-  Tensor labels;  // int64 [B]
+  Tensor images;  // float32 [B, C, H, W], (pixel/255 - mean) / std, on DataLoaderOptions::device
+  Tensor labels;  // int64 [B], on the same device
 };
 
 class DataLoader {

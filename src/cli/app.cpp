@@ -240,6 +240,9 @@ void add_train(CLI::App& app, Invocation& inv) {
   t->add_flag("--channels-last", o.channels_last,
               "lay out the batches and the convolution weights channels-last (NHWC; MemoryFormat::ChannelsLast): "
               "on CUDA, convolutions, batch norm, pooling and pointwise ops then run NHWC kernels (docs/cuda.md)");
+  t->add_flag("--host-data", o.host_data,
+              "with --device cuda: assemble the batches on the host (worker threads) and copy each over, instead of "
+              "keeping the data set on the GPU and augmenting there (DataLoaderOptions::device)");
   CLI::Option* compile = t->add_flag("--compile", o.compile.enabled,
                                      "run the train step (forward, loss, backward, optimizer) and the evaluation "
                                      "forward as kiln::compile'd graphs (docs/compile.md)");

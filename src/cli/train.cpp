@@ -95,16 +95,8 @@ struct EvalResult {
   double acc = 0, img_per_s = 0;
 };
 
-EvalResult evaluate(nn::Module& model, TrainStep& step, const data::ImageDataset& test, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t max_batches, int workers, Device device,
+EvalResult evaluate(nn::Module& model, TrainStep& step, data::DataLoader& loader, int64_t max_batches, Device device,
                     MemoryFormat format) {
-  data::DataLoaderOptions lo;
-  lo.batch_size = 500;
-  lo.shuffle = false;
-  lo.workers = workers;
-  lo.mean = mean;
-  lo.std = std;
-  data::DataLoader loader(std::shared_ptr<const data::ImageDataset>(&test, [](const data::ImageDataset*) {}), lo);
   loader.start_epoch(0);
   model.eval();
   NoGradGuard no_grad;
@@ -228,6 +220,22 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   const MemoryFormat format = o.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   if (o.channels_last) model->to(format);
 
+  // --device cuda: the data sets live on the GPU and batches are made there
+  // (DataLoaderOptions::device), unless --host-data.
+  const Device data_device = device.is_cuda() && !o.host_data ? device : Device::cpu();
+  auto test_loader = [&] {
+    data::DataLoaderOptions lo;
+    lo.batch_size = 500;
+    lo.shuffle = false;
+    lo.workers = o.workers;
+    lo.mean = mean;
+    lo.std = stdv;
+    lo.device = data_device;
+    lo.memory_format = data_device.is_cuda() ? format : MemoryFormat::Contiguous;
+    return std::make_unique<data::DataLoader>(
+        std::shared_ptr<const data::ImageDataset>(&test_set, [](const data::ImageDataset*) {}), lo);
+  }();
+
   std::unique_ptr<optim::Optimizer> opt;
   double lr;
   if (o.opt == "sgd") {
@@ -250,6 +258,8 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
   lo.augment = r.augment;
   lo.mean = mean;
   lo.std = stdv;
+  lo.device = data_device;
+  lo.memory_format = data_device.is_cuda() ? format : MemoryFormat::Contiguous;
   data::DataLoader loader(std::shared_ptr<const data::ImageDataset>(&train_set, [](const data::ImageDataset*) {}), lo);
   int64_t steps_per_epoch = loader.batches_per_epoch();
   if (o.steps > 0) steps_per_epoch = std::min(steps_per_epoch, o.steps);
@@ -281,6 +291,7 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
                 static_cast<long long>(test_set.size()), static_cast<long long>(batch), o.opt.c_str(), lr,
                 static_cast<long long>(o.epochs),
                 (std::string(device.is_cpu() ? "" : ", on " + device.str()) +
+                 (device.is_cuda() ? (data_device.is_cuda() ? ", data on the GPU" : ", data from the host") : "") +
                  (amp ? ", autocast " + std::string(dtype_name(*amp)) : "") +
                  (o.compile.enabled ? ", compiled (mode " + o.compile.mode + ")" : ""))
                     .c_str());
@@ -298,24 +309,33 @@ TrainResult train(const TrainOptions& o, const data::ImageDataset& train_set, co
     Progress bar(tty, epoch + 1, o.epochs, steps_per_epoch);
     auto t0 = Clock::now();
     double loss_sum = 0;
+    Tensor loss_acc;  // CUDA: the epoch's loss sum kept on the device, read at a progress update, not every step
     int64_t step = 0, epoch_images = 0;
     while (step < steps_per_epoch) {
       auto b = loader.next();
       if (!b) break;
       schedule->apply(*opt, epoch * steps_per_epoch + step);
       Tensor loss = train_step.train(contiguous(b->images.to(device), format), b->labels.to(device));
-      double l = loss.item();
-      loss_sum += l;
+      if (device.is_cuda()) {
+        NoGradGuard no_grad;
+        Tensor l = loss.detach().to(DType::Float64);
+        loss_acc = loss_acc.defined() ? loss_acc + l : l;
+      } else {
+        loss_sum += loss.item();
+      }
       ++step;
       epoch_images += b->labels.numel();
-      if (tty && (step % 10 == 0 || step == steps_per_epoch))
+      const bool show = tty && (step % 10 == 0 || step == steps_per_epoch);
+      if (loss_acc.defined() && (show || step == steps_per_epoch)) loss_sum = loss_acc.item();
+      if (show)
         bar.update(step, loss_sum / static_cast<double>(step), static_cast<double>(epoch_images) / seconds_since(t0));
     }
+    if (loss_acc.defined()) loss_sum = loss_acc.item();  // waits for the epoch's last step
     bar.finish();
     double secs = seconds_since(t0);
     train_time += secs;
     train_images += epoch_images;
-    EvalResult ev = evaluate(*model, train_step, test_set, mean, stdv, o.steps, o.workers, device, format);
+    EvalResult ev = evaluate(*model, train_step, *test_loader, o.steps, device, format);
     result.test_acc = ev.acc;
     eval_time_img = ev.img_per_s;
     double ips = static_cast<double>(epoch_images) / secs;

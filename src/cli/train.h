@@ -36,6 +36,7 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | cuda: where the model, the batches and the steps live
   std::string autocast;        // "" (float32) | bf16 | fp16: mixed precision (docs/autocast.md)
   bool channels_last = false;  // images and 4-d weights laid out NHWC (MemoryFormat::ChannelsLast)
+  bool host_data = false;      // --device cuda: batches assembled on the host and copied (else resident on the GPU)
   CompileChoice compile;       // --compile [--mode M] [--backend B]
   bool quiet = false;          // print nothing on stdout (a caller such as kiln report shows its own progress)
   std::function<void(const EpochRecord&)> on_epoch;  // called after each epoch's evaluation

@@ -51,5 +51,9 @@ Allocator& device_allocator() {
 }
 void copy_across_devices(const Tensor&, const Tensor&) { fail("to(cuda)"); }
 void register_cuda_kernels() {}
+void augment_batch(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, const std::vector<float>&,
+                   const std::vector<float>&, const Tensor&, const Tensor&) {
+  fail("DataLoader on CUDA");
+}
 
 }  // namespace kiln::cuda

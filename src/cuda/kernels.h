@@ -258,3 +258,30 @@ struct RandomCall {
 void launch_random(const RandomCall& c);  // random.cu
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// The DataLoader's batch assembly on the device (src/data/device_loader.cpp):
+// out image i = the dataset's uint8 image draws[i].index, flipped, cropped
+// (zero padding) and translated (reflect padding) as the CPU's
+// detail::assemble_image does, then fma(pixel, scale[c], bias[c]) (one
+// rounding, as the CPU's). Labels gathered alike.
+constexpr int kAugmentMaxChannels = 4;
+struct AugmentDraw {  // detail::ImageAugment plus the image's index: a row of an int32 [B, 6] tensor
+  int32_t index, flip, crop_y, crop_x, translate_y, translate_x;
+};
+struct AugmentCall {
+  const uint8_t* images = nullptr;  // [N, C, H, W]
+  const int64_t* labels = nullptr;  // [N]
+  const AugmentDraw* draws = nullptr;  // [B]
+  float* out = nullptr;             // [B, C, H, W], or NHWC in memory when channels_last
+  int64_t* out_labels = nullptr;    // [B]
+  int64_t B = 0, C = 1, H = 1, W = 1;
+  int64_t crop_padding = 0, translate = 0;
+  float scale[kAugmentMaxChannels] = {}, bias[kAugmentMaxChannels] = {};
+  bool channels_last = false;
+  cudaStream_t stream = nullptr;
+};
+void launch_augment(const AugmentCall& c);  // augment.cu
+
+}  // namespace kiln::cuda

@@ -3,6 +3,7 @@
 // function of (seed, epoch, dataset index), so batches do not depend on the
 // worker count or timing.
 #include <algorithm>
+#include <cmath>
 
 #include "data/data_internal.h"
 #include "kiln/error.h"
@@ -51,15 +52,17 @@ void axis_map(int64_t n, int64_t pad, int crop, int64_t translate, int shift, bo
   }
 }
 
+// pixel * s + b in one fma (one rounding), as the device loader's kernel
+// (src/cuda/augment.cu) computes it, so the two give the same bits.
 inline void convert_row(const uint8_t* __restrict src, float* __restrict dst, int64_t n, float s, float b) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]) * s + b;
+  for (int64_t i = 0; i < n; ++i) dst[i] = std::fma(static_cast<float>(src[i]), s, b);
 }
 
 // dst[i] = src[-i]: a flipped row.
 inline void convert_row_reversed(const uint8_t* __restrict src, float* __restrict dst, int64_t n, float s, float b) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[-i]) * s + b;
+  for (int64_t i = 0; i < n; ++i) dst[i] = std::fma(static_cast<float>(src[-i]), s, b);
 }
 
 // A column map as runs of zero padding (step 0), forward (1) or reversed (-1)

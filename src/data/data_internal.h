@@ -145,4 +145,17 @@ Normalizer make_normalizer(int64_t channels, const std::vector<float>& mean, con
 void assemble_image(const uint8_t* src, int64_t channels, int64_t height, int64_t width, const AugmentOptions& opt,
                     const ImageAugment& aug, const Normalizer& norm, float* dst);
 
+// ---- the DataLoader on a CUDA device (device_loader.cpp) ----
+// The data set resident on the device: images uint8 [N, C, H, W], labels int64 [N].
+struct DeviceDataset {
+  Tensor images, labels;
+};
+// Copies a contiguous uint8 image set and its int64 labels to `device` once
+// (kiln::Error, naming the DataLoader, without a usable CUDA device).
+DeviceDataset upload_dataset(const Tensor& images, const Tensor& labels, Device device);
+// The batch of images order[start, start + count) of `epoch`, assembled on the
+// device: the augmentation draws on the host, one async copy of them, one kernel.
+Batch build_device_batch(const DeviceDataset& data, const DataLoaderOptions& opt, const Normalizer& norm,
+                         int64_t epoch, const int64_t* order, int64_t count);
+
 }  // namespace kiln::data::detail

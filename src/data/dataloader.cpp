@@ -20,6 +20,7 @@ struct DataLoader::Impl {
   Tensor images, labels;  // contiguous uint8 [N, C, H, W], int64 [N]
   int64_t n = 0, C = 0, H = 0, W = 0;
   detail::Normalizer norm;
+  std::optional<detail::DeviceDataset> on_device;  // DataLoaderOptions::device is CUDA: the resident set
 
   int64_t epoch = -1;
   std::vector<int64_t> order;
@@ -52,6 +53,7 @@ struct DataLoader::Impl {
       detail::assemble_image(src + idx * chw, C, H, W, opt.augment, aug, norm, dst + i * chw);
       lab[i] = labels_in[idx];
     }
+    if (opt.memory_format != MemoryFormat::Contiguous) batch.images = contiguous(batch.images, opt.memory_format);
     return batch;
   }
 
@@ -119,6 +121,7 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
   s.H = im.size(2);
   s.W = im.size(3);
   s.norm = detail::make_normalizer(s.C, s.opt.mean, s.opt.std);
+  if (!s.opt.device.is_cpu()) s.on_device = detail::upload_dataset(s.images, s.labels, s.opt.device);
 }
 
 DataLoader::~DataLoader() {
@@ -144,6 +147,7 @@ void DataLoader::start_epoch(int64_t epoch) {
   s.num_batches = batches_per_epoch();
   s.next_build = 0;
   s.next_consume = 0;
+  if (s.on_device) return;  // batches are one kernel each, queued by next(): no workers
   try {
     for (int w = 0; w < s.opt.workers; ++w) s.workers.emplace_back([&s] { s.worker_loop(); });
   } catch (const std::system_error& e) {
@@ -160,6 +164,11 @@ std::optional<Batch> DataLoader::next() {
   Impl& s = *impl_;
   if (s.epoch < 0) start_epoch(0);
   if (s.next_consume >= s.num_batches) return std::nullopt;
+  if (s.on_device) {
+    const int64_t start = s.next_consume++ * s.opt.batch_size;
+    return detail::build_device_batch(*s.on_device, s.opt, s.norm, s.epoch, s.order.data() + start,
+                                      std::min(s.opt.batch_size, s.n - start));
+  }
   if (s.workers.empty()) return s.build(s.next_consume++);
   Impl::Slot slot;
   {

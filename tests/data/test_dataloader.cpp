@@ -91,6 +91,26 @@ TEST(DataLoader, SameSeedSameBatchesWhateverTheWorkers) {
   EXPECT_NE(other_labels, labels[0]);
 }
 
+// memory_format = ChannelsLast: NHWC strides, the same values as the contiguous batches.
+TEST(DataLoader, ChannelsLastBatchesHoldTheSameValues) {
+  auto ds = make_indexed_set(20);
+  DataLoader plain(ds, aug_options(2));
+  DataLoaderOptions o = aug_options(2);
+  o.memory_format = MemoryFormat::ChannelsLast;
+  DataLoader nhwc(ds, o);
+  plain.start_epoch(1);
+  nhwc.start_epoch(1);
+  while (auto a = plain.next()) {
+    auto b = nhwc.next();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(is_contiguous(b->images, MemoryFormat::ChannelsLast));
+    EXPECT_FALSE(b->images.is_contiguous());
+    EXPECT_EQ(b->images.contiguous().to_vector<float>(), a->images.to_vector<float>());
+    EXPECT_EQ(b->labels.to_vector<int64_t>(), a->labels.to_vector<int64_t>());
+  }
+  EXPECT_FALSE(nhwc.next().has_value());
+}
+
 TEST(DataLoader, EpochChangesOrderAndRepeatsWhenRestarted) {
   auto ds = make_indexed_set(40);
   DataLoader dl(ds, aug_options(2));
