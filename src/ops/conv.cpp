@@ -445,43 +445,27 @@ Bf16Setting bf16_setting() {
   return s;
 }
 
-struct Bf16Choices {
-  std::mutex mu;
-  std::map<std::vector<int64_t>, Bf16Path> path;
-};
-Bf16Choices& bf16_choices() {
-  static Bf16Choices c;
-  return c;
-}
-
-std::vector<int64_t> bf16_key(Kind kind, const ConvGeom& g, bool bias) {
-  return {static_cast<int64_t>(kind), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh,
-          g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, bias ? 1 : 0};
-}
+// The autotuning table key of a bfloat16 layer's precision choice.
+std::string bf16_key(Kind kind, const ConvGeom& g, bool bias);
 
 // The path chosen so far for a bfloat16 convolution (Undecided: time both
 // on this call). Float32 when oneDNN has no bfloat16 primitive for it here
-// (none without AVX-512).
+// (none without AVX-512). A timed choice is kept in the autotuning table
+// (ops/conv_autotune.h), so a later process on this machine reads it instead
+// of timing again: the warm start of a bf16 model.
 Bf16Path bf16_path(Kind kind, const ConvGeom& g, bool bias) {
   if (bf16_setting() == Bf16Setting::Never || !cpu_has_avx512()) return Bf16Path::Float32;
-  Bf16Choices& c = bf16_choices();
-  const std::vector<int64_t> key = bf16_key(kind, g, bias);
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.path.find(key);
-    if (it != c.path.end()) return it->second;
-  }
-  Bf16Path p = bf16_setting() == Bf16Setting::Always ? Bf16Path::Bf16 : Bf16Path::Undecided;
   try {
     get_entry(kind, g, bias, DataType::bf16);
   } catch (const dnnl::error&) {
-    p = Bf16Path::Float32;
+    return Bf16Path::Float32;
   }
-  if (p != Bf16Path::Undecided) {
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.path[key] = p;
+  if (bf16_setting() == Bf16Setting::Always) return Bf16Path::Bf16;
+  if (std::optional<std::string> v = conv_autotune::lookup(bf16_key(kind, g, bias))) {
+    if (*v == "bf16") return Bf16Path::Bf16;
+    if (*v == "float32") return Bf16Path::Float32;
   }
-  return p;
+  return Bf16Path::Undecided;
 }
 
 // Applies a fused activation in place where no oneDNN post-op ran.
@@ -523,6 +507,10 @@ std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
   return key.str();
 }
 
+std::string bf16_key(Kind kind, const ConvGeom& g, bool bias) {
+  return "bf16:" + tuned_key(kind, g, bias, Activation::None);
+}
+
 // algorithm="tuned" in float32: the recorded choice for this kind and shape,
 // else both algorithms timed here, in the running step on the real operands
 // (each run once untimed first: primitive creation and JIT, then three
@@ -531,8 +519,8 @@ std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
 void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
                         const Tensor& out, Activation act) {
   const std::string key = tuned_key(kind, g, bias.defined(), act);
-  if (std::optional<bool> direct = conv_autotune::lookup(key))
-    return conv_compute(kind, g, a, b, bias, out, act, *direct ? ConvAlgo::Direct : ConvAlgo::Auto);
+  if (std::optional<std::string> v = conv_autotune::lookup(key); v && (*v == "direct" || *v == "auto"))
+    return conv_compute(kind, g, a, b, bias, out, act, *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto);
   auto run = [&](ConvAlgo algo) { conv_compute(kind, g, a, b, bias, out, act, algo); };
   run(ConvAlgo::Auto);
   run(ConvAlgo::Direct);
@@ -545,7 +533,7 @@ void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Ten
   }
   // Ties go to auto, eager's choice.
   const bool direct = t_direct < t_auto;
-  conv_autotune::record(key, direct);
+  conv_autotune::record(key, direct ? "direct" : "auto");
   if (!direct) run(ConvAlgo::Auto);
 }
 
@@ -610,11 +598,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   const double t_bf16 = std::min(seconds_of(in_bf16), seconds_of(in_bf16));
   const double t_f32 = std::min(seconds_of(in_float32), seconds_of(in_float32));
   const Bf16Path chosen = t_bf16 <= t_f32 ? Bf16Path::Bf16 : Bf16Path::Float32;
-  {
-    Bf16Choices& c = bf16_choices();
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.path[bf16_key(kind, g, bias.defined())] = chosen;
-  }
+  conv_autotune::record(bf16_key(kind, g, bias.defined()), chosen == Bf16Path::Bf16 ? "bf16" : "float32");
   if (chosen == Bf16Path::Bf16) in_bf16();
 }
 
@@ -793,13 +777,13 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
     r.precision = "float32 (casts around it)";
   }
   if (algo == ConvAlgo::Tuned) {
-    std::optional<bool> direct = conv_autotune::lookup(tuned_key(kind, g, bias, act));
-    if (!direct) {
+    std::optional<std::string> v = conv_autotune::lookup(tuned_key(kind, g, bias, act));
+    if (!v || (*v != "direct" && *v != "auto")) {
       r.algorithm = "tuned: not measured yet (timed on the first call)";
       return r;
     }
-    algo = *direct ? ConvAlgo::Direct : ConvAlgo::Auto;
-    r.algorithm = *direct ? "tuned: direct" : "tuned: auto";
+    algo = *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto;
+    r.algorithm = "tuned: " + *v;
   }
   const bool post_op = act == Activation::None || (dt == DataType::f32 && post_op_keeps_algorithm(g, bias, act, algo));
   r.impl = get_entry(kind, g, bias, dt, post_op ? act : Activation::None, algo)->impl;

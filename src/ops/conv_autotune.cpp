@@ -45,7 +45,7 @@ struct Table {
   bool loaded = false;
   fs::path file;
   std::string machine;
-  std::map<std::string, bool> choice;  // shape key -> direct
+  std::map<std::string, std::string> choice;  // shape key -> choice
   Stats stats;
 };
 Table& table() {
@@ -62,7 +62,7 @@ std::map<std::string, std::string> read_file(const fs::path& file) {
     const size_t tab = line.find('\t');
     if (tab == std::string::npos) continue;
     std::string value = line.substr(tab + 1);
-    if (value == "auto" || value == "direct") lines[line.substr(0, tab)] = value;
+    if (!value.empty() && value.find_first_of(" \t") == std::string::npos) lines[line.substr(0, tab)] = value;
   }
   return lines;
 }
@@ -80,7 +80,7 @@ void load_locked(Table& t) {
   const std::string prefix = t.machine + ' ';
   for (const auto& [key, value] : read_file(t.file))
     if (key.rfind(prefix, 0) == 0) {
-      t.choice[key.substr(prefix.size())] = value == "direct";
+      t.choice[key.substr(prefix.size())] = value;
       ++t.stats.loaded;
     }
 }
@@ -97,7 +97,7 @@ bool clear() {
   return fs::remove(table_path(), ec);
 }
 
-std::optional<bool> lookup(const std::string& shape_key) {
+std::optional<std::string> lookup(const std::string& shape_key) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   load_locked(t);
@@ -106,16 +106,16 @@ std::optional<bool> lookup(const std::string& shape_key) {
   return it->second;
 }
 
-void record(const std::string& shape_key, bool direct) {
+void record(const std::string& shape_key, const std::string& choice) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   load_locked(t);
-  t.choice[shape_key] = direct;
+  t.choice[shape_key] = choice;
   ++t.stats.measured;
   if (t.file.empty()) return;
   // Merge with what other processes wrote since this one loaded.
   std::map<std::string, std::string> lines = read_file(t.file);
-  lines[t.machine + ' ' + shape_key] = direct ? "direct" : "auto";
+  lines[t.machine + ' ' + shape_key] = choice;
   std::string text;
   for (const auto& [key, value] : lines) text += key + '\t' + value + '\n';
   try {

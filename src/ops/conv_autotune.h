@@ -13,8 +13,12 @@
 // real operands and with the reorders each algorithm needs: not an isolated
 // micro-benchmark, whose winner can lose in the real step (pytorch #148502).
 //
+// The same table keeps the bfloat16-or-float32 choice conv2d times per layer
+// under autocast (ops/conv.cpp, KILN_CONV_BF16=auto), so a warm start on this
+// machine times neither.
+//
 // The table lives in <cache root>/autotune-v1/conv.tsv (core/cache_root.h),
-// one line per choice: "<machine> <kind and shape>\t<auto|direct>". The
+// one line per choice: "<machine> <kind and shape>\t<choice>". The
 // machine part names the CPU, oneDNN's ISA, the thread count and oneDNN's
 // version, since a choice measured under one of them says nothing about
 // another. It is written atomically (core/atomic_file.h): a killed process
@@ -28,11 +32,12 @@
 
 namespace kiln::conv_autotune {
 
-// The choice recorded for `shape_key` on this machine (true: direct), from
+// The choice recorded for `shape_key` on this machine ("auto" | "direct" for
+// an algorithm, "bf16" | "float32" for a bfloat16 layer's precision), from
 // memory or, on the first lookup of a process, from the on-disk table.
-std::optional<bool> lookup(const std::string& shape_key);
-// Records a measured choice in memory and on disk.
-void record(const std::string& shape_key, bool direct);
+std::optional<std::string> lookup(const std::string& shape_key);
+// Records a measured choice (one word) in memory and on disk.
+void record(const std::string& shape_key, const std::string& choice);
 
 // <cache root>/autotune-v1/conv.tsv (a kiln::Error when there is no cache root).
 std::filesystem::path table_path();

@@ -15,6 +15,7 @@
 #include "compiler/graph/interpreter.h"
 #include "compiler/graph/printer.h"
 #include "compiler/passes/autotune_convolutions.h"
+#include "core/cpu_features.h"
 #include "compiler/passes/pipeline.h"
 #include "graph_builder.h"
 #include "kiln/compile.h"
@@ -132,6 +133,29 @@ TEST(AutotuneConvolutions, AlgorithmsAgreeAndTunedRecordsEachKindOnce) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("algorithm 'fastest'"), std::string::npos) << e.what();
   }
+}
+
+// Under autocast a bfloat16 convolution times its bfloat16 and float32 paths
+// on its first call (any mode); the choice goes into the same table, so the
+// next process on this machine times nothing (a bf16 model's warm start).
+TEST(AutotuneConvolutions, Bf16PrecisionChoicesAreKeptForTheNextProcess) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: bfloat16 convolutions always compute in float32 here, untimed";
+  ScopedCacheDir cache;
+  auto bf16 = TensorOptions().with_dtype(DType::BFloat16);
+  const Tensors in = {randn({8, 16, 12, 12}, bf16), randn({32, 16, 3, 3}, bf16)};
+  GraphBuilder b;
+  b.output(b.op(OpId::conv2d, {b.input(in[0]), b.input(in[1])}, conv_attrs()));
+  Interpreter(b.g).run(in);
+  EXPECT_EQ(conv_autotune::stats().measured, 1);
+  std::ifstream table(cache.table());
+  std::string line;
+  ASSERT_TRUE(std::getline(table, line));
+  EXPECT_NE(line.find(" bf16:0:8,16,12,12:32,3,3:"), std::string::npos) << line;
+  EXPECT_TRUE(line.ends_with("\tbf16") || line.ends_with("\tfloat32")) << line;
+  conv_autotune::reset_for_tests();  // a new process on the same cache
+  Interpreter(b.g).run(in);
+  EXPECT_EQ(conv_autotune::stats().measured, 0);
+  EXPECT_EQ(conv_autotune::stats().loaded, 1);
 }
 
 // A zoo model's compiled train step in mode max-autotune (SGD with momentum
