@@ -455,10 +455,27 @@ std::string bf16_key(Kind kind, const ConvGeom& g, bool bias);
 // of timing again: the warm start of a bf16 model.
 Bf16Path bf16_path(Kind kind, const ConvGeom& g, bool bias) {
   if (bf16_setting() == Bf16Setting::Never || !cpu_has_avx512()) return Bf16Path::Float32;
-  try {
-    get_entry(kind, g, bias, DataType::bf16);
-  } catch (const dnnl::error&) {
-    return Bf16Path::Float32;
+  // Whether oneDNN has a bfloat16 primitive for it, asked once per kind and
+  // shape: a failed primitive creation is not cached with the primitives, and
+  // asking again would cost a creation attempt and an exception every call.
+  {
+    static std::mutex mu;
+    static std::map<std::string, bool> has_kernel;
+    const std::string key = bf16_key(kind, g, bias);
+    std::unique_lock<std::mutex> lock(mu);
+    auto it = has_kernel.find(key);
+    if (it == has_kernel.end()) {
+      lock.unlock();
+      bool ok = true;
+      try {
+        get_entry(kind, g, bias, DataType::bf16);
+      } catch (const dnnl::error&) {
+        ok = false;
+      }
+      lock.lock();
+      it = has_kernel.emplace(key, ok).first;
+    }
+    if (!it->second) return Bf16Path::Float32;
   }
   if (bf16_setting() == Bf16Setting::Always) return Bf16Path::Bf16;
   if (std::optional<std::string> v = conv_autotune::lookup(bf16_key(kind, g, bias))) {
