@@ -32,6 +32,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/json_line.h"
+#include "cli/maybe_autocast.h"
 #include "kiln/autocast.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
@@ -51,15 +52,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 void wait_for(Device d) {
   if (d.is_cuda()) cuda::synchronize(d.index);
 }
-
-// The forward and loss of a step under --autocast (float32 weights; no loss
-// scaling: this times the step, it does not train with it).
-struct MaybeAutocast {
-  explicit MaybeAutocast(const std::string& dtype) {
-    if (!dtype.empty()) scope.emplace(parse_autocast_dtype(dtype));
-  }
-  std::optional<autocast> scope;
-};
 
 // One model, one mode, one phase: a callable step and the batch it runs on.
 struct Setup {
@@ -95,7 +87,7 @@ Setup make_setup(const BenchModelsOptions& o, const std::string& name, const std
                                                                                                   const Tensor& yb) {
       Tensor loss;
       {
-        MaybeAutocast scope(amp);
+        MaybeAutocast scope(amp);  // no loss scaling: this times the step, it does not train with it
         loss = cross_entropy(m->forward(xb), yb, ls);
       }
       opt->zero_grad();

@@ -3,11 +3,11 @@
 // the summary, one JSON object (--json), and/or an HTML page (--html).
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/maybe_autocast.h"
 #include "compiler/explain/html.h"
 #include "kiln/explain.h"
 #include "kiln/kiln.h"
@@ -26,8 +26,7 @@ ExplainReport explain_train_step(const ExplainCmdOptions& o, const ExplainOption
   auto step = [&](const Tensor& xb, const Tensor& yb) {
     Tensor loss;
     {
-      std::optional<autocast> amp;
-      if (!o.autocast.empty()) amp.emplace(parse_autocast_dtype(o.autocast));
+      MaybeAutocast amp(o.autocast);
       loss = cross_entropy(model->forward(xb), yb, r.label_smoothing);
     }
     opt.zero_grad();
@@ -46,8 +45,7 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
   model->eval();
   NoGradGuard inference;
   Tensor x = randn({o.batch, 3, 32, 32});
-  std::optional<autocast> amp;
-  if (!o.autocast.empty()) amp.emplace(parse_autocast_dtype(o.autocast));
+  MaybeAutocast amp(o.autocast);
   return explain(eo, model, x);
 }
 

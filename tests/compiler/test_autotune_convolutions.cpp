@@ -29,12 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::GraphBuilder;
 
+// graph_builder.h's conv2d_attrs(1), with an `algorithm` where given.
 Attrs conv_attrs(const char* algorithm = nullptr) {
-  Attrs a = Attrs()
-                .set("stride", std::vector<int64_t>{1, 1})
-                .set("padding", std::vector<int64_t>{1, 1})
-                .set("dilation", std::vector<int64_t>{1, 1})
-                .set("groups", int64_t{1});
+  Attrs a = testing::conv2d_attrs(1);
   if (algorithm) a.set("algorithm", std::string(algorithm));
   return a;
 }

@@ -16,13 +16,6 @@ namespace {
 
 using testing::GraphBuilder;
 
-Attrs conv_attrs() {
-  return Attrs()
-      .set("stride", std::vector<int64_t>{1, 1})
-      .set("padding", std::vector<int64_t>{1, 1})
-      .set("dilation", std::vector<int64_t>{1, 1})
-      .set("groups", int64_t{1});
-}
 Attrs bn_attrs(bool training) { return Attrs().set("training", training).set("momentum", 0.1).set("eps", 1e-5); }
 
 // x -> conv2d(w, bias?) -> batch_norm(eval) -> relu, with every batch-norm
@@ -37,7 +30,7 @@ struct ConvBn {
     ValueId w = b.input(randn({4, 3, 3, 3}, o));
     std::vector<ValueId> cin{x, w};
     if (conv_bias) cin.push_back(b.input(randn({4}, o)));
-    conv = b.op(OpId::conv2d, cin, conv_attrs());
+    conv = b.op(OpId::conv2d, cin, testing::conv2d_attrs(1));
     ValueId gamma = b.input(randn({4})), beta = b.input(randn({4}));
     ValueId mean = b.input(randn({4})), var = b.input(add(rand({4}), 0.5));
     bn = b.ops(OpId::batch_norm, {conv, gamma, beta, mean, var}, bn_attrs(training))[0];

@@ -16,13 +16,6 @@ namespace {
 
 using testing::GraphBuilder;
 
-Attrs conv_attrs() {
-  return Attrs()
-      .set("stride", std::vector<int64_t>{1, 1})
-      .set("padding", std::vector<int64_t>{1, 1})
-      .set("dilation", std::vector<int64_t>{1, 1})
-      .set("groups", int64_t{1});
-}
 
 // x -> conv2d(w, b) -> activation, float32 unless told.
 struct ConvAct {
@@ -36,7 +29,7 @@ struct ConvAct {
     ValueId x = b.input(randn({2, channels, 6, 6}, o));
     ValueId w = b.input(randn({channels, channels, k, k}, o));
     ValueId bias = b.input(randn({channels}, o));
-    conv = b.op(OpId::conv2d, {x, w, bias}, conv_attrs());
+    conv = b.op(OpId::conv2d, {x, w, bias}, testing::conv2d_attrs(1));
     act = b.op(op, {conv}, std::move(act_attrs));
     b.output(act);
   }
