@@ -45,8 +45,14 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
   model->eval();
   NoGradGuard inference;
   Tensor x = randn({o.batch, 3, 32, 32});
-  MaybeAutocast amp(o.autocast);
-  return explain(eo, model, x);
+  if (o.autocast.empty()) return explain(eo, model, x);
+  // The scope inside the compiled function: capture records the casts (a
+  // compiled function called inside a scope is an error).
+  auto forward = [&model, &o](const Tensor& xb) {
+    MaybeAutocast amp(o.autocast);
+    return model->forward(xb);
+  };
+  return explain(eo, forward, x);
 }
 
 }  // namespace

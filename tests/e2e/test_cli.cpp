@@ -524,6 +524,23 @@ TEST(CliData, ImportPassesADirectoryToTheImporter) {
 
 // kiln explain --train --json: one JSON object on stdout describing one whole
 // train step (forward, backward, the SGD update) captured without a break.
+// --autocast bf16 on the eval forward and the train step: the scope opens
+// inside the compiled function (around it, capture refuses), and the
+// convolutions list shows the bf16 operands.
+TEST(CliExplain, AutocastBf16CompilesTheForwardAndTheTrainStep) {
+  fs::path dir = scratch_dir();
+  for (const char* train : {"", " --train"}) {
+    SCOPED_TRACE(train);
+    Outcome r = run_kiln(std::string("explain --model tutorial --backend cpp --autocast bf16 --batch 2 --json") + train,
+                         dir);
+    ASSERT_EQ(r.rc, 0) << show(r);
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(j["convolutions"].empty()) << r.out.substr(0, 400);
+    EXPECT_NE(j["convolutions"][0]["shapes"].get<std::string>().find("bf16["), std::string::npos)
+        << j["convolutions"][0].dump();
+  }
+}
+
 TEST(CliExplain, AirbenchTrainJsonIsOneObjectWithOneGraphPerStepAndNoBreak) {
   fs::path dir = scratch_dir();
   Outcome r = run_kiln("explain --model airbench --train --batch 2 --json", dir);
