@@ -18,8 +18,8 @@
 // conv2d takes an optional attribute `activation` ("relu" | "gelu", the erf
 // GELU): in float32 the activation runs as a oneDNN eltwise post-op of the
 // same primitive, so the pre-activation output is never written to memory
-// (other dtypes apply it after, and so does float32 where the post-op would
-// cost oneDNN its Winograd kernel: conv2d_post_op_pays). nn::fuse_modules (kiln/fusion.h) sets it;
+// (bfloat16 too; other dtypes apply it after, and so does float32 where the
+// post-op would cost oneDNN its Winograd kernel: conv2d_post_op_pays). nn::fuse_modules (kiln/fusion.h) sets it;
 // the derivative recomputes the pre-activation output.
 //
 // All three ops take an optional attribute `algorithm` for float32:
@@ -564,7 +564,9 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
       return conv_compute_tuned(kind, g, a, b, bias, out, act);
     algo = ConvAlgo::Auto;
   }
-  if (act != Activation::None &&
+  // bfloat16 decides per path below (its own kernel takes any post-op;
+  // its float32 fallback asks post_op_keeps_algorithm).
+  if (act != Activation::None && out.dtype() != DType::BFloat16 &&
       (out.dtype() != DType::Float32 || !post_op_keeps_algorithm(g, bias.defined(), act, algo))) {
     conv_compute(kind, g, a, b, bias, out, Activation::None, algo);
     apply_activation(act, out);
@@ -594,14 +596,22 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
       run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act, algo);
       return;
     }
+    // A bfloat16 convolution run in float32 (measured faster, or no
+    // bfloat16 kernel): its activation as a post-op where that keeps the
+    // algorithm, else after the cast.
+    const bool post_op = post_op_keeps_algorithm(g, bias.defined(), act, algo);
     Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
-    run_dnnl(kind, g, a32, b32, bias32, o32);
+    run_dnnl(kind, g, a32, b32, bias32, o32, DataType::f32, post_op ? act : Activation::None, algo);
     cpu::copy_cast(o32, out);
+    if (!post_op) apply_activation(act, out);
   };
   if (out.dtype() != DType::BFloat16) return in_float32();
+  // oneDNN's bfloat16 kernels (direct, no Winograd) take the activation as a
+  // post-op at no cost: computed in float32 and rounded once (for ReLU the
+  // same bits as rounding first; for GELU one rounding fewer than eager's).
   auto in_bf16 = [&] {
     Tensor biasc = bias.defined() ? bias.contiguous() : bias;
-    run_dnnl(kind, g, a.contiguous(), b.contiguous(), biasc, out, DataType::bf16);
+    run_dnnl(kind, g, a.contiguous(), b.contiguous(), biasc, out, DataType::bf16, act);
   };
   switch (bf16_path(kind, g, bias.defined())) {
     case Bf16Path::Bf16: return in_bf16();

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
@@ -72,12 +74,6 @@ Shape out_shape(const Shape& x, const PoolGeom& g) { return {x[0], x[1], g.OH, g
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
-Tensor f32_copy(const Tensor& t) {
-  Tensor out = Tensor::empty(t.shape(), DType::Float32);
-  cpu::copy_cast(t, out);
-  return out;
-}
-
 void check_pool_dtype(const Tensor& x, const char* op) {
   KILN_CHECK(is_floating(x.dtype()), op, ": input must be floating point, got ", dtype_name(x.dtype()),
              shape_str(x.shape()), "; cast it with .to(DType::Float32)");
@@ -86,19 +82,48 @@ void check_pool_dtype(const Tensor& x, const char* op) {
 // The plumbing the four pooling kernels share. For each of the N*C planes
 // of `src` and `dst` (4-D, contiguous planes), in parallel, calls
 //   body(const T* src_plane, T* dst_plane, int64_t p)
-// with T = double for float64 and float otherwise: a 16-bit `src` is read
-// from a float32 copy and `dst` written through a float32 scratch, narrowed
-// into it at the end.
+// with T = double for float64 and float otherwise: a 16-bit plane is
+// widened into a float32 buffer of the task, and the float32 result
+// narrowed into `dst` (rounded once), plane by plane: no float32 copy of
+// the whole tensor is written and read again (bf16 autocast's pooling).
 template <typename Body>
 void for_each_plane(const Tensor& src, const Tensor& dst, Body&& body) {
   DType dt = src.dtype();
-  Tensor s = is_half(dt) ? f32_copy(src) : src.contiguous();
-  Tensor d = is_half(dt) ? Tensor::empty(dst.shape(), DType::Float32) : dst;
+  Tensor s = src.contiguous();
   const Shape& ss = s.shape();
-  const Shape& ds = d.shape();
+  const Shape& ds = dst.shape();
   int64_t planes = ds[0] * ds[1], s_plane = ss[2] * ss[3], d_plane = ds[2] * ds[3];
   // A task is about 16K input elements (whole planes): pooling is memory-bound.
   int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, std::max(s_plane, d_plane)));
+  if (is_half(dt)) {
+    KILN_ASSERT(dst.is_contiguous(), "pooling: a 16-bit output must be contiguous");
+    auto run = [&]<typename H>() {
+      const H* sp = s.data<H>();
+      H* dp = dst.data<H>();
+      cpu::parallel_for(planes, grain, [&](int64_t b, int64_t e) {
+        std::vector<float> xs(static_cast<size_t>(s_plane)), ys(static_cast<size_t>(d_plane));
+        for (int64_t p = b; p < e; ++p) {
+          const H* x = sp + p * s_plane;
+          H* y = dp + p * d_plane;
+          if constexpr (std::is_same_v<H, BFloat16>) {
+            cpu::bf16_to_f32(reinterpret_cast<const uint16_t*>(x), xs.data(), s_plane);
+          } else {
+            for (int64_t i = 0; i < s_plane; ++i) xs[static_cast<size_t>(i)] = static_cast<float>(x[i]);
+          }
+          body(static_cast<const float*>(xs.data()), ys.data(), p);
+          if constexpr (std::is_same_v<H, BFloat16>) {
+            cpu::f32_to_bf16(ys.data(), reinterpret_cast<uint16_t*>(y), d_plane);
+          } else {
+            for (int64_t i = 0; i < d_plane; ++i) y[i] = H(ys[static_cast<size_t>(i)]);
+          }
+        }
+      });
+    };
+    if (dt == DType::BFloat16) run.template operator()<BFloat16>();
+    else run.template operator()<Half>();
+    return;
+  }
+  Tensor d = dst;
   auto run = [&]<typename T>() {
     const T* sp = s.data<T>();
     T* dp = d.data<T>();
@@ -108,7 +133,6 @@ void for_each_plane(const Tensor& src, const Tensor& dst, Body&& body) {
   };
   if (s.dtype() == DType::Float64) run.template operator()<double>();
   else run.template operator()<float>();
-  if (is_half(dt)) cpu::copy_cast(d, dst);
 }
 
 // ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // random graphs over several shapes, and graphs captured from real code.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "capture_checks.h"
@@ -173,6 +174,49 @@ TEST(CppBackend, TransposedInputAndViews) {
   b.output(b.op(OpId::sum, {b.op(OpId::mul, {x, sel})}, dims_attrs({0}, false)));
   b.output(p);  // a view as a graph output runs eagerly
   expect_matches_interpreter(b.g, b.example_inputs);
+}
+
+// bfloat16 (autocast's activations) in generated kernels: loads widen,
+// each node's result is rounded as the eager op rounds it, so a fused chain
+// of bfloat16 ops gives eager's bits, through tails (37 columns), a
+// transposed (strided) input, numbers, masks and a 0-dim integer input (the
+// 0 of a ReLU's backward where()). Nothing is left to the eager kernels.
+TEST(CppBackend, BFloat16ChainsMatchEagerBitForBit) {
+  GraphBuilder b;
+  auto bf16 = Attrs().set("dtype", DType::BFloat16);
+  ValueId x = b.input(mul(randn({5, 37}), 3.0));
+  ValueId y = b.input(randn({37}).to(DType::BFloat16));
+  ValueId t = b.input(randn({37, 5}).to(DType::BFloat16));
+  ValueId zero = b.input(scalar_tensor(int64_t{0}));
+  ValueId xb = b.op(OpId::cast, {x}, bf16);
+  ValueId g = b.op(OpId::gelu, {b.op(OpId::relu, {xb})}, Attrs().set("approximate", std::string("none")));
+  ValueId sum = b.op(OpId::add, {g, y});
+  ValueId scaled = b.op(OpId::mul, {sum, b.constant(scalar_tensor(0.1))});
+  ValueId tt = b.op(OpId::permute, {t}, Attrs().set("dims", std::vector<int64_t>{1, 0}));
+  ValueId masked = b.op(OpId::where, {b.op(OpId::gt, {tt, zero}), scaled, zero});
+  b.output(masked);
+  b.output(b.op(OpId::cast, {b.op(OpId::sigmoid, {masked})}, Attrs().set("dtype", DType::Float32)));
+  CppExecutable exe(b.g);
+  for (const lower::Step& step : exe.program().steps)
+    EXPECT_TRUE(step.kind != lower::Step::Kind::Extern) << print(exe.program());
+  EXPECT_NE(exe.source().find("kv::bf16_t"), std::string::npos) << exe.source();
+  Tensors want = interpret(b.g, b.example_inputs), got = exe.run(b.example_inputs);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].dtype(), DType::BFloat16);
+  for (size_t i = 0; i < got.size(); ++i) {
+    Tensor a = got[i].contiguous(), w = want[i].contiguous();
+    ASSERT_EQ(a.nbytes(), w.nbytes());
+    EXPECT_EQ(std::memcmp(a.data_ptr(), w.data_ptr(), a.nbytes()), 0) << "output " << i << "\n" << exe.source();
+  }
+  // A sum of bfloat16 values: float32 accumulators in another order than
+  // eager's, one rounding of the result.
+  GraphBuilder r;
+  ValueId v = r.input(randn({8, 100}).to(DType::BFloat16));
+  r.output(r.op(OpId::sum, {r.op(OpId::relu, {v})}, dims_attrs({1}, false)));
+  CppExecutable sums(r.g);
+  EXPECT_EQ(sums.program().kernels.size(), 1u);
+  EXPECT_TENSOR_CLOSE(sums.run(r.example_inputs)[0].to(DType::Float32),
+                      interpret(r.g, r.example_inputs)[0].to(DType::Float32), 1e-2, 1e-2);
 }
 
 TEST(CppBackend, SymbolicBatchSize) {

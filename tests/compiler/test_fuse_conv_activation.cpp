@@ -3,6 +3,8 @@
 // eval forwards against eager.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "capture_checks.h"
 #include "compiler/capture/compiled_state.h"
 #include "compiler/graph/printer.h"
@@ -86,10 +88,32 @@ TEST(FuseConvActivation, GeluStaysOutOfWinograd) {
   EXPECT_TENSOR_CLOSE(conv2d_fused(x, w, b, pad1(), "gelu"), kiln::gelu(conv2d(x, w, b, pad1())), 1e-5, 1e-5);
 }
 
+// bfloat16 (autocast): oneDNN's bfloat16 kernels take the post-op. ReLU
+// gives eager's bits exactly (rounding to bfloat16 commutes with it); the
+// fused GELU rounds once where eager rounds the convolution and the GELU.
+TEST(FuseConvActivation, BFloat16ReluAndGeluFuse) {
+  ConvAct relu(OpId::relu, {}, DType::BFloat16);
+  Graph before = relu.b.g;
+  EXPECT_EQ(fuse_conv_activations(relu.b.g), 1);
+  EXPECT_EQ(fused_convs(relu.b.g, "relu"), 1);
+  Tensors want = interpret(before, relu.b.example_inputs), got = interpret(relu.b.g, relu.b.example_inputs);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].dtype(), DType::BFloat16);
+  Tensor a = got[0].contiguous(), w = want[0].contiguous();
+  ASSERT_EQ(a.nbytes(), w.nbytes());
+  EXPECT_EQ(std::memcmp(a.data_ptr(), w.data_ptr(), a.nbytes()), 0) << "bfloat16 conv + ReLU post-op differs from eager";
+  ConvAct g(OpId::gelu, gelu("none"), DType::BFloat16, /*k=*/3, /*channels=*/32);
+  before = g.b.g;
+  EXPECT_EQ(fuse_conv_activations(g.b.g), 1);
+  want = interpret(before, g.b.example_inputs), got = interpret(g.b.g, g.b.example_inputs);
+  // One bfloat16 rounding apart at most: 2^-8 relative.
+  EXPECT_TENSOR_CLOSE(got[0].to(DType::Float32), want[0].to(DType::Float32), 1e-2, 1e-2);
+}
+
 TEST(FuseConvActivation, LeavesTanhGeluSixteenBitAndSharedOutputsAlone) {
   ConvAct tanh_gelu(OpId::gelu, gelu("tanh"));  // oneDNN's post-op is the erf GELU only
   EXPECT_EQ(fuse_conv_activations(tanh_gelu.b.g), 0);
-  ConvAct half(OpId::relu, {}, DType::BFloat16);
+  ConvAct half(OpId::relu, {}, DType::Float16);  // float16 runs in float32 and applies it after anyway
   EXPECT_EQ(fuse_conv_activations(half.b.g), 0);
   // The pre-activation output is also a graph output (as a GELU's backward
   // saves it in a training forward): it must still be written.

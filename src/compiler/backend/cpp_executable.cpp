@@ -70,8 +70,16 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
 
 CppExecutable::~CppExecutable() = default;
 
+bool CppExecutable::records_gradients(TensorSpan inputs) const {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  for (const Node& n : g_.nodes)
+    if (n.kind == NodeKind::Constant && n.constant.defined() && n.constant.requires_grad()) return true;
+  return false;
+}
+
 Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars) const {
-  if (grad_mode_enabled()) return reference_.run(inputs, scalars);
+  if (grad_mode_enabled() && records_gradients(inputs)) return reference_.run(inputs, scalars);
   reference_.check_inputs(inputs);
   std::vector<AttrValue> scalar = reference_.scalar_values(scalars);
   int64_t s0 = -1;

@@ -11,9 +11,11 @@
 // intermediate is freed after its last use; outputs that are graph inputs or
 // constants come back as those very tensors.
 //
-// Autograd sees no generated kernel: a run in grad mode (a forward whose
-// outputs need gradients) goes through the reference Interpreter, so the
-// tape records every op as eager mode would.
+// Autograd sees no generated kernel: a run whose outputs need gradients
+// (grad mode on and an input or constant requiring grad) goes through the
+// reference Interpreter, so the tape records every op as eager mode would.
+// Grad mode alone is not enough: with nothing requiring grad the tape
+// records nothing, and the kernels run (an eval loop that forgot no_grad).
 //
 // KILN_DUMP=loops prints the fused loop program, KILN_DUMP=kernels the
 // generated C++, both to stderr when the executable is built.
@@ -38,6 +40,8 @@ class CppExecutable : public GraphExecutable {
   explicit CppExecutable(const Graph& g);
   ~CppExecutable() override;
   Tensors run(TensorSpan inputs, std::span<const AttrValue> scalars = {}) const override;
+  // Whether autograd would record this run: an input or constant requires grad.
+  bool records_gradients(TensorSpan inputs) const;
 
   const lower::LoopProgram& program() const { return program_; }
   const std::string& source() const { return source_; }  // empty when nothing lowered

@@ -19,7 +19,11 @@ const char* node_lowering_name(NodeLowering l) {
 
 namespace {
 
-bool kernel_dtype(DType d) { return d == DType::Float32 || d == DType::Bool; }
+// The buffers a kernel reads and writes. Kernels compute in float32;
+// bfloat16 (autocast's activations) is loaded exactly and rounded once per
+// node, as the eager kernels do: they convert a bfloat16 op's inputs to
+// float32 (numbers too), compute, and round the result (bfloat16_result).
+bool kernel_dtype(DType d) { return d == DType::Float32 || d == DType::BFloat16 || d == DType::Bool; }
 
 bool is_scalar_constant(const Graph& g, ValueId v) {
   const Node& p = g.producer(v);
@@ -51,7 +55,7 @@ bool lowers_as_pointwise(const Graph& g, const Node& n) {
     if (!number) return false;
     has_number = true;
   }
-  return !has_number || result_type(metas) == DType::Float32;
+  return !has_number || result_type(metas) == DType::Float32 || result_type(metas) == DType::BFloat16;
 }
 
 bool lowers_as_reduction(const Graph& g, const Node& n) {
@@ -60,7 +64,8 @@ bool lowers_as_reduction(const Graph& g, const Node& n) {
   if (!n.attr_inputs.empty() || n.outputs.size() != 1 || n.inputs.size() != 1) return false;
   const ValueType& in = g.type(n.inputs[0]);
   const ValueType& out = g.type(n.outputs[0]);
-  return in.dtype == DType::Float32 && out.dtype == DType::Float32 && in.device.type == DeviceType::CPU;
+  auto real = [](DType d) { return d == DType::Float32 || d == DType::BFloat16; };
+  return real(in.dtype) && real(out.dtype) && in.device.type == DeviceType::CPU;
 }
 
 bool is_unit(const IndexExpr& extent) { return extent.constant() == 1; }
@@ -81,7 +86,15 @@ std::vector<IndexExpr> output_coords(const std::vector<IndexExpr>& sizes) {
   return c;
 }
 
+// A bfloat16 result is rounded where it is computed, not only where it is
+// stored: a fused consumer reads the value the eager op would have written.
+ScalarExpr bfloat16_result(const ValueType& t, ScalarExpr value) {
+  bool rounded = value.op() == ExprOp::Cast && value.cast_dtype() == DType::BFloat16;
+  return t.dtype == DType::BFloat16 && !rounded ? ScalarExpr::cast(value, DType::BFloat16) : value;
+}
+
 Store store_of(const Graph& g, ValueId v, ScalarExpr value) {
+  value = bfloat16_result(g.type(v), std::move(value));
   std::vector<IndexExpr> sizes = size_exprs(g.type(v));
   return Store{v, g.type(v).dtype, output_coords(sizes), sizes, std::move(value)};
 }

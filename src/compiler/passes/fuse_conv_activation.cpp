@@ -27,14 +27,18 @@ int fusable_conv(const Graph& g, const Node& act, const std::vector<int>& uses, 
   if (conv.attrs.has("activation")) return -1;
   const size_t xi = static_cast<size_t>(x);
   if (uses[xi] != 1 || mutated[xi] || mutated[static_cast<size_t>(act.outputs[0])]) return -1;
-  // oneDNN's post-op runs in float32 only (other dtypes would apply it after
-  // the convolution anyway: nothing to gain).
-  if (g.type(x).dtype != DType::Float32 || g.type(x).device != Device::cpu()) return -1;
-  // Where the post-op would cost oneDNN its Winograd kernel (GELU), the
-  // activation stays a kernel of its own: fusion must never be slower.
+  // oneDNN's post-ops run in float32 and bfloat16 (float64 and float16
+  // would apply it after the convolution anyway: nothing to gain).
+  const DType dt = g.type(x).dtype;
+  if ((dt != DType::Float32 && dt != DType::BFloat16) || g.type(x).device != Device::cpu()) return -1;
+  // Where the post-op would cost oneDNN its float32 Winograd kernel (GELU),
+  // the activation stays a kernel of its own: fusion must never be slower.
+  // (bfloat16 kernels are direct, and a bfloat16 layer that runs in float32
+  // makes the same check itself: ops/conv.cpp.)
   const Conv2dParams p = conv2d_params(conv.attrs);
   const bool bias = conv.inputs.size() > 2 && conv.inputs[2] != kNoValue;
-  if (!conv2d_post_op_pays(g.type(conv.inputs[0]).shape, g.type(conv.inputs[1]).shape, bias, p, post_op_name(act)))
+  if (dt == DType::Float32 &&
+      !conv2d_post_op_pays(g.type(conv.inputs[0]).shape, g.type(conv.inputs[1]).shape, bias, p, post_op_name(act)))
     return -1;
   return g.values[xi].node;
 }

@@ -52,7 +52,17 @@ static inline vf add(vf a, vf b) { return a + b; }
 static inline vf sub(vf a, vf b) { return a - b; }
 static inline vf mul(vf a, vf b) { return a * b; }
 static inline vf div(vf a, vf b) { return a / b; }
-static inline vf neg(vf a) { return -a; }
+// The sign bit flipped, as a bit operation: GCC folds a plain -a into the
+// operation before it (-(1 / x) into -1 / x), and a NaN then keeps its sign
+// in a fused kernel but not in eager's separate neg.
+static inline vf neg(vf a) {
+  vi bits;
+  __builtin_memcpy(&bits, &a, sizeof bits);
+  bits ^= (vi{} + static_cast<int>(0x80000000u));
+  vf r;
+  __builtin_memcpy(&r, &bits, sizeof r);
+  return r;
+}
 static inline vf fma(vf a, vf b, vf c) {  // a * b + c, rounded once
 #if defined(__AVX512F__)
   return __builtin_ia32_vfmaddps512_mask(a, b, c, static_cast<unsigned short>(-1), 4);
@@ -155,6 +165,66 @@ static inline vf tanh(vf x) {
   return select(lt(ax, set1(0.625f)), small, big);
 }
 
+// bfloat16 buffers (autocast's activations): 2 bytes, the top half of a
+// float32. Loads widen exactly; every value stored, and every bfloat16
+// result a fused kernel keeps in a register, is rounded to the nearest
+// bfloat16 (ties to even, any NaN to the quiet NaN 0x7fc0), as the eager
+// kernels round (cpu::f32_to_bf16), so fused and eager bfloat16 agree bit
+// for bit.
+struct bf16_t {
+  unsigned short bits;
+};
+typedef unsigned int vu __attribute__((vector_size(4 * KILN_VEC_LANES)));
+typedef unsigned short vh __attribute__((vector_size(2 * KILN_VEC_LANES)));
+static inline vu bf16_bits(vf v) {  // the rounded bfloat16 of each lane, in the low 16 bits
+  vu u;
+  __builtin_memcpy(&u, &v, sizeof u);
+  vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  vu nan = (vu)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+  return (rounded & ~nan) | (0x7fc0u & nan);
+}
+static inline vf round_bf16(vf v) {
+  vu u = bf16_bits(v) << 16;
+  vf r;
+  __builtin_memcpy(&r, &u, sizeof r);
+  return r;
+}
+static inline vf load(const bf16_t* p, long n) {
+  vh h = {};
+  if (n == kLanes) __builtin_memcpy(&h, p, sizeof h);  // a whole vector: one load, not a memcpy call
+  else __builtin_memcpy(&h, p, static_cast<unsigned long>(n) * 2);
+  vu u = __builtin_convertvector(h, vu) << 16;
+  vf v;
+  __builtin_memcpy(&v, &u, sizeof v);
+  return v;
+}
+static inline void store(bf16_t* p, long n, vf v) {
+  vh h = __builtin_convertvector(bf16_bits(v), vh);
+  if (n == kLanes) __builtin_memcpy(p, &h, sizeof h);
+  else __builtin_memcpy(p, &h, static_cast<unsigned long>(n) * 2);
+}
+// One element as a float, and a float stored as an element (numbers
+// convert as numbers; a bool is 1 or 0).
+template <class T>
+static inline float to_float(T x) {
+  return static_cast<float>(x);
+}
+static inline float to_float(bf16_t x) {
+  unsigned int u = static_cast<unsigned int>(x.bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  return f;
+}
+template <class T>
+static inline void put(T* p, float x) {
+  *p = static_cast<T>(x);
+}
+static inline void put(bf16_t* p, float x) {
+  unsigned int u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  p->bits = static_cast<unsigned short>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 // ---- memory: n active lanes (n < kLanes at a row's tail; the rest read 0) ----
 static inline vf load(const float* p, long n) {
   vf v = {};
@@ -170,9 +240,9 @@ static inline void store(float* p, long n, vf v) {
 // to float as a number (a bool is 1 or 0).
 template <class T>
 static inline vf load_strided(const T* p, long stride, long n) {
-  if (stride == 0) return set1(static_cast<float>(*p));
+  if (stride == 0) return set1(to_float(*p));
   float t[kLanes] = {};
-  for (long l = 0; l < n; ++l) t[l] = static_cast<float>(p[l * stride]);
+  for (long l = 0; l < n; ++l) t[l] = to_float(p[l * stride]);
   vf v;
   __builtin_memcpy(&v, t, sizeof v);
   return v;
@@ -181,7 +251,7 @@ template <class T>
 static inline void store_strided(T* p, long stride, long n, vf v) {
   float t[kLanes];
   __builtin_memcpy(t, &v, sizeof v);
-  for (long l = 0; l < n; ++l) p[l * stride] = static_cast<T>(t[l]);
+  for (long l = 0; l < n; ++l) put(p + l * stride, t[l]);
 }
 // first, first + step, ... as numbers.
 static inline vf iota(long first, long step) {

@@ -59,7 +59,7 @@ class VectorRenderer {
     for (size_t b = 0; b < buffers_.size(); ++b) {
       ValueId v = buffers_[b];
       DType t = buffer_dtype(v);
-      std::string type = std::string(is_stored(v) ? "" : "const ") + c_element_type(t);
+      std::string type = std::string(is_stored(v) ? "" : "const ") + element_type(t);
       emit(1, type + "* __restrict__ b" + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
                   std::to_string(b) + "]);  // %" + std::to_string(v));
     }
@@ -102,7 +102,7 @@ class VectorRenderer {
       for (const Loop& l : k_.reduce_loops) invariant = invariant && !flat.uses(l.var);
       if (!invariant) continue;
       std::string name = numbered("h", static_cast<int64_t>(i));
-      emit(1, "const kv::vf " + name + " = kv::set1(static_cast<float>(" + buffer_name(k_.loads[i].buffer) + "[" +
+      emit(1, "const kv::vf " + name + " = kv::set1(kv::to_float(" + buffer_name(k_.loads[i].buffer) + "[" +
                   flat.str() + "]));");
       hoisted_.emplace(static_cast<int>(i), name);
     }
@@ -189,9 +189,9 @@ class VectorRenderer {
     auto stride = lane_stride(l.flat());
     if (is(stride, 0)) {
       std::string v = buffer_name(l.buffer) + "[" + l.flat().str() + "]";
-      return "kv::set1(static_cast<float>(" + v + "))";
+      return "kv::set1(kv::to_float(" + v + "))";
     }
-    if (is(stride, 1) && l.dtype == DType::Float32) return "kv::load(" + p + ", n_)";
+    if (is(stride, 1) && (l.dtype == DType::Float32 || l.dtype == DType::BFloat16)) return "kv::load(" + p + ", n_)";
     if (is(stride, 1) && l.dtype == DType::Bool) return "kv::load_bools(" + p + ", n_)";
     KILN_ASSERT(stride.has_value(), "render_cpp: kernel ", k_.name, " reads ", l.flat().str(),
                 ", not linear in ", vec_var_);
@@ -218,6 +218,10 @@ class VectorRenderer {
     return name;
   }
 
+  // A buffer's C element type: bfloat16 as kv::bf16_t, whose loads and
+  // stores convert (vec_math.h).
+  static std::string element_type(DType t) { return t == DType::BFloat16 ? "kv::bf16_t" : c_element_type(t); }
+
   static std::string as_float(const Value& v) { return v.kind == Kind::Float ? v.name : "kv::mask_to_float(" + v.name + ")"; }
   static std::string as_mask(const Value& v) { return v.kind == Kind::Mask ? v.name : "kv::float_to_mask(" + v.name + ")"; }
 
@@ -236,8 +240,9 @@ class VectorRenderer {
       case ExprOp::IsNan: return {"kv::isnan(" + as_float(a[0]) + ")", Kind::Mask};
       case ExprOp::Cast:
         if (x.cast_dtype() == DType::Bool) return {as_mask(a[0]), Kind::Mask};
+        if (x.cast_dtype() == DType::BFloat16) return {"kv::round_bf16(" + as_float(a[0]) + ")", Kind::Float};
         KILN_ASSERT(x.cast_dtype() == DType::Float32, "render_cpp: a cast to ", dtype_name(x.cast_dtype()),
-                    " in a kernel (lowering keeps float32 and bool only)");
+                    " in a kernel (lowering keeps float32, bfloat16 and bool only)");
         return {as_float(a[0]), Kind::Float};
       case ExprOp::Add: return f2("add", Kind::Float);
       case ExprOp::Sub: return f2("sub", Kind::Float);
@@ -311,8 +316,8 @@ class VectorRenderer {
       auto stride = lane_stride(st.flat());
       KILN_ASSERT(stride.has_value(), "render_cpp: kernel ", k_.name, " writes ", flat, ", not linear in ", vec_var_);
       if (!in_lanes_) {
-        emit(indent, b + "[" + flat + "] = static_cast<" + c_element_type(st.dtype) + ">(kv::lane(" + v + ", 0));");
-      } else if (is(stride, 1) && st.dtype == DType::Float32) {
+        emit(indent, "kv::put(" + b + " + (" + flat + "), kv::lane(" + v + ", 0));");
+      } else if (is(stride, 1) && (st.dtype == DType::Float32 || st.dtype == DType::BFloat16)) {
         emit(indent, "kv::store(" + b + " + (" + flat + "), n_, " + v + ");");
       } else if (is(stride, 1) && st.dtype == DType::Bool) {
         emit(indent, "kv::store_bools(" + b + " + (" + flat + "), n_, " + v + ");");
