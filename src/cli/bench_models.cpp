@@ -167,7 +167,13 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
   // The warm-start probe first runs one eager step, as the parent process
   // did before its compiled modes: oneDNN builds its primitives and the
   // allocator fills on first use, which is neither compiling nor the cache.
-  if (o.first_call_only && mode != "eager") make_setup(o, name, "eager", phase, dev).call();
+  // Mode bf16's eager step runs under bf16 autocast: its primitives are the
+  // bfloat16 ones.
+  if (o.first_call_only && mode != "eager") {
+    BenchModelsOptions eager = o;
+    if (mode == "bf16") eager.autocast = "bf16";
+    make_setup(eager, name, "eager", phase, dev).call();
+  }
   Setup s = make_setup(o, name, mode, phase, dev);
   auto t0 = Clock::now();
   s.call();
