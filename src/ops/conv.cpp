@@ -817,7 +817,11 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
     algo = *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto;
     r.algorithm = "tuned: " + *v;
   }
-  const bool post_op = act == Activation::None || (dt == DataType::f32 && post_op_keeps_algorithm(g, bias, act, algo));
+  // As conv_compute decides: bfloat16 kernels always take the post-op;
+  // float32 (and a bfloat16 layer run in float32) where it keeps the
+  // algorithm; float16 applies it after.
+  const bool post_op = act == Activation::None || dt == DataType::bf16 ||
+                       ((dtype == DType::Float32 || dtype == DType::BFloat16) && post_op_keeps_algorithm(g, bias, act, algo));
   r.impl = get_entry(kind, g, bias, dt, post_op ? act : Activation::None, algo)->impl;
   if (!post_op) r.impl += " (activation applied after: its post-op would cost this kernel)";
   return r;
