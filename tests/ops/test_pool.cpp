@@ -230,3 +230,28 @@ TEST(Pool, MaxPool2x2VectorPathMatchesWindowMax) {
 }
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// 16-bit pooling widens each plane to float32 inside its task and rounds the
+// result once: the same values as pooling the widened tensor in float32 and
+// rounding after (a max is exact; an average rounds once), for a
+// non-contiguous input too, on enough planes to run in parallel.
+TEST(Pool, SixteenBitPlanesMatchFloat32RoundedOnce) {
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    Tensor x = randn({4, 64, 7, 9}).to(dt).transpose(2, 3);  // [4, 64, 9, 7], not contiguous
+    Tensor x32 = x.to(DType::Float32);
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor mx = max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+    EXPECT_EQ(mx.dtype(), dt);
+    EXPECT_TENSOR_CLOSE(mx.to(DType::Float32), max_pool2d(x32, {3, 3}, {2, 2}, {1, 1}).to(dt).to(DType::Float32), 0.0,
+                        0.0);
+    Tensor av = avg_pool2d(x, {2, 3}, {1, 2}, {1, 1}, true, false);
+    EXPECT_TENSOR_CLOSE(av.to(DType::Float32),
+                        avg_pool2d(x32, {2, 3}, {1, 2}, {1, 1}, true, false).to(dt).to(DType::Float32), 0.0, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
