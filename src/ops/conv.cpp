@@ -509,6 +509,16 @@ bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, Activation act, ConvA
          !winograd(get_entry(Kind::Forward, g, bias, DataType::f32, Activation::None, algo)->impl);
 }
 
+// Whether a convolution of `dtype` tensors whose primitive runs in `run_dt`
+// takes `act` as a oneDNN post-op (else it is applied after): bfloat16
+// kernels (direct, no Winograd) always take it; float32 ones, also a
+// bfloat16 layer run in float32, where it keeps the algorithm; float16 and
+// float64 apply it after. conv_compute and describe_conv_run both ask here.
+bool runs_as_post_op(DType dtype, DataType run_dt, const ConvGeom& g, bool bias, Activation act, ConvAlgo algo) {
+  if (act == Activation::None || run_dt == DataType::bf16) return true;
+  return (dtype == DType::Float32 || dtype == DType::BFloat16) && post_op_keeps_algorithm(g, bias, act, algo);
+}
+
 // Seconds one call of f takes.
 template <typename F>
 double seconds_of(F&& f) {
@@ -569,10 +579,8 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
       return conv_compute_tuned(kind, g, a, b, bias, out, act);
     algo = ConvAlgo::Auto;
   }
-  // bfloat16 decides per path below (its own kernel takes any post-op;
-  // its float32 fallback asks post_op_keeps_algorithm).
-  if (act != Activation::None && out.dtype() != DType::BFloat16 &&
-      (out.dtype() != DType::Float32 || !post_op_keeps_algorithm(g, bias.defined(), act, algo))) {
+  // bfloat16 decides per path below (bfloat16 kernel or float32).
+  if (out.dtype() != DType::BFloat16 && !runs_as_post_op(out.dtype(), DataType::f32, g, bias.defined(), act, algo)) {
     conv_compute(kind, g, a, b, bias, out, Activation::None, algo);
     apply_activation(act, out);
     return;
@@ -602,17 +610,17 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
       return;
     }
     // A bfloat16 convolution run in float32 (measured faster, or no
-    // bfloat16 kernel): its activation as a post-op where that keeps the
-    // algorithm, else after the cast.
-    const bool post_op = post_op_keeps_algorithm(g, bias.defined(), act, algo);
+    // bfloat16 kernel): its activation after the cast where the post-op
+    // would cost the algorithm.
+    const bool post_op = runs_as_post_op(DType::BFloat16, DataType::f32, g, bias.defined(), act, algo);
     Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
     run_dnnl(kind, g, a32, b32, bias32, o32, DataType::f32, post_op ? act : Activation::None, algo);
     cpu::copy_cast(o32, out);
     if (!post_op) apply_activation(act, out);
   };
   if (out.dtype() != DType::BFloat16) return in_float32();
-  // oneDNN's bfloat16 kernels (direct, no Winograd) take the activation as a
-  // post-op at no cost: computed in float32 and rounded once (for ReLU the
+  // oneDNN's bfloat16 kernels take the activation as a post-op at no cost
+  // (runs_as_post_op): computed in float32 and rounded once (for ReLU the
   // same bits as rounding first; for GELU one rounding fewer than eager's).
   auto in_bf16 = [&] {
     Tensor biasc = bias.defined() ? bias.contiguous() : bias;
@@ -817,11 +825,7 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
     algo = *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto;
     r.algorithm = "tuned: " + *v;
   }
-  // As conv_compute decides: bfloat16 kernels always take the post-op;
-  // float32 (and a bfloat16 layer run in float32) where it keeps the
-  // algorithm; float16 applies it after.
-  const bool post_op = act == Activation::None || dt == DataType::bf16 ||
-                       ((dtype == DType::Float32 || dtype == DType::BFloat16) && post_op_keeps_algorithm(g, bias, act, algo));
+  const bool post_op = runs_as_post_op(dtype, dt, g, bias, act, algo);
   r.impl = get_entry(kind, g, bias, dt, post_op ? act : Activation::None, algo)->impl;
   if (!post_op) r.impl += " (activation applied after: its post-op would cost this kernel)";
   return r;

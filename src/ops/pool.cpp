@@ -123,10 +123,9 @@ void for_each_plane(const Tensor& src, const Tensor& dst, Body&& body) {
     else run.template operator()<Half>();
     return;
   }
-  Tensor d = dst;
   auto run = [&]<typename T>() {
     const T* sp = s.data<T>();
-    T* dp = d.data<T>();
+    T* dp = dst.data<T>();
     cpu::parallel_for(planes, grain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) body(sp + p * s_plane, dp + p * d_plane, p);
     });

@@ -55,7 +55,9 @@ bool lowers_as_pointwise(const Graph& g, const Node& n) {
     if (!number) return false;
     has_number = true;
   }
-  return !has_number || result_type(metas) == DType::Float32 || result_type(metas) == DType::BFloat16;
+  if (!has_number) return true;
+  const DType result = result_type(metas);
+  return result == DType::Float32 || result == DType::BFloat16;
 }
 
 bool lowers_as_reduction(const Graph& g, const Node& n) {

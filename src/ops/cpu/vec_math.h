@@ -219,11 +219,7 @@ template <class T>
 static inline void put(T* p, float x) {
   *p = static_cast<T>(x);
 }
-static inline void put(bf16_t* p, float x) {
-  unsigned int u;
-  __builtin_memcpy(&u, &x, sizeof u);
-  p->bits = static_cast<unsigned short>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+static inline void put(bf16_t* p, float x) { p->bits = static_cast<unsigned short>(bf16_bits(set1(x))[0]); }
 
 // ---- memory: n active lanes (n < kLanes at a row's tail; the rest read 0) ----
 static inline vf load(const float* p, long n) {
