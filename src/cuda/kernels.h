@@ -140,7 +140,7 @@ namespace kiln::cuda {
 struct PoolCall {
   const void* in = nullptr;   // forward: x; backward: grad_out
   void* out = nullptr;        // forward: y; backward: grad_in (the caller zero-fills it)
-  int64_t* indices = nullptr;  // max pool: forward writes them, backward reads them
+  int64_t* indices = nullptr;  // max pool: forward writes them (null: values only), backward reads them
   int64_t* bad = nullptr;      // max pool backward: [seen, index] of an index outside the plane
   Scalar dtype = Scalar::Float32;
   int64_t planes = 1, H = 1, W = 1, OH = 1, OW = 1;

@@ -13,6 +13,7 @@
 #include "kiln/memory_format.h"
 #include "kiln/ops.h"
 #include "ops/op_def.h"
+#include "ops/pool_attrs.h"
 
 namespace kiln::cuda {
 
@@ -70,10 +71,11 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor x = contiguous(in[0], fmt);
   PoolCall c = pool_call(x.shape(), out[0].shape(), a, true);
   set_layout(c, fmt, x.shape()[1]);
-  Tensor y = dense_output(out[0], fmt), idx = dense_output(out[1], fmt);
+  const bool with_indices = wants_max_pool_indices(a);
+  Tensor y = dense_output(out[0], fmt), idx = with_indices ? dense_output(out[1], fmt) : out[1];
   c.in = x.data_ptr();
   c.out = y.data_ptr();
-  c.indices = static_cast<int64_t*>(idx.data_ptr());
+  c.indices = with_indices ? static_cast<int64_t*>(idx.data_ptr()) : nullptr;  // null: values only
   c.dtype = scalar_of(x.dtype());
   c.stream = stream_of(x);
   launch_max_pool(c);

@@ -35,7 +35,7 @@ __global__ void max_pool_kernel(PoolCall c, int64_t n) {
         }
       }
     y[i] = convert<T>(m);
-    c.indices[i] = best;
+    if (c.indices) c.indices[i] = best;
   }
 }
 
@@ -142,7 +142,7 @@ __global__ void max_pool_nhwc_kernel(PoolCall c, int64_t n) {
         }
       }
     y[i] = convert<T>(m);
-    c.indices[i] = best;
+    if (c.indices) c.indices[i] = best;
   }
 }
 

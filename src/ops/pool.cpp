@@ -2,6 +2,12 @@
 // H*W plane, as PyTorch), avg_pool2d, their backward ops, and the adaptive
 // pools as composites of them.
 //
+// max_pool2d's attribute `indices=false` (set by the values-only max_pool2d()
+// when no gradient will be recorded: grad mode off, or an input that needs
+// none) leaves the indices out: the second output is an empty int64 [0] and
+// the kernels do not compute them. In an eval forward the int64 indices were
+// twice the bytes of the float32 values they index (four times bfloat16's).
+//
 // Kernels are OpenMP loops parallel over the N*C planes: pooling is
 // memory-bound, and each plane is contiguous, so one thread streams through
 // whole planes. Output sizes, padding rules, NaN handling and the avg divisor
@@ -21,6 +27,7 @@
 #include "ops/cpu/loops.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
+#include "ops/pool_attrs.h"
 
 namespace kiln {
 namespace {
@@ -138,7 +145,7 @@ void for_each_plane(const Tensor& src, const Tensor& dst, Body&& body) {
 // max_pool2d
 
 template <typename T>
-void max_pool_plane(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
+void max_pool_plane(const PoolGeom& g, const T* x, T* y, int64_t* idx) {  // idx null: values only
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     int64_t hs = oh * g.sh - g.ph;
     int64_t he = std::min(hs + (g.kh - 1) * g.dh + 1, g.H);
@@ -158,7 +165,7 @@ void max_pool_plane(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
           }
         }
       y[oh * g.OW + ow] = m;
-      idx[oh * g.OW + ow] = best;
+      if (idx) idx[oh * g.OW + ow] = best;
     }
   }
 }
@@ -169,7 +176,8 @@ void max_pool_plane(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
 // mispredicts half the time on real activations and ran 10x slower. The
 // outputs of a plane are walked flat, through `corner` (each output's
 // top-left input offset), so narrow planes (15x15, 7x7) vectorize too.
-template <typename T>
+// kIdx false: values only (idx unused), without the index blends.
+template <typename T, bool kIdx>
 void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, const T* x, T* y, int64_t* idx) {
   const int64_t n = g.OH * g.OW;
   int64_t o = 0;
@@ -198,6 +206,7 @@ void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, c
       m = _mm256_blendv_ps(m, v3, s);
       k = pick(k, w1, s);
       _mm256_storeu_ps(y + o, m);
+      if constexpr (!kIdx) continue;
       k = _mm256_add_epi32(k, c);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + o), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + o + 4),
@@ -213,7 +222,41 @@ void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, c
       if (v > m || std::isnan(v)) m = v, k = d;
     }
     y[o] = m;
-    idx[o] = k;
+    if constexpr (kIdx) idx[o] = k;
+  }
+}
+
+// Values only, 2x2 stride 2, float32, output rows of at least 8: each row of
+// 8 outputs is two contiguous 16-float loads per input row, split into their
+// even and odd lanes (the windows' left and right columns), then the same
+// compare chain in the same order as max_pool_plane_2x2 (top-left, top-right,
+// bottom-left, bottom-right; greater or NaN replaces), so the values are
+// those of the indexed kernels bit for bit. The gathers that kernel needs
+// for narrow planes cost more than the pooling here. A row's last vector
+// starts at OW - 8 and may recompute outputs already written: same values.
+void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y) {
+  auto take = [](__m256 v, __m256 m) { return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); };
+  auto even = [](__m256 a, __m256 b) {  // lanes 0, 2, .., 14 of the 16 floats a:b
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  };
+  auto odd = [](__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+  };
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* r0 = x + 2 * oh * g.W;
+    const float* r1 = r0 + g.W;
+    float* out = y + oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ow += 8) {
+      if (ow + 8 > g.OW) ow = g.OW - 8;
+      const __m256 a0 = _mm256_loadu_ps(r0 + 2 * ow), a1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
+      const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+      __m256 m = even(a0, a1);
+      const __m256 v1 = odd(a0, a1), v2 = even(b0, b1), v3 = odd(b0, b1);
+      m = _mm256_blendv_ps(m, v1, take(v1, m));
+      m = _mm256_blendv_ps(m, v2, take(v2, m));
+      m = _mm256_blendv_ps(m, v3, take(v3, m));
+      _mm256_storeu_ps(out + ow, m);
+    }
   }
 }
 
@@ -221,12 +264,12 @@ std::vector<TensorMeta> max_pool_infer(TensorSpan in, const Attrs& a) {
   check_pool_dtype(in[0], "max_pool2d");
   PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
   Shape os = out_shape(in[0].shape(), g);
-  return {{os, in[0].dtype(), in[0].device()}, {os, DType::Int64, in[0].device()}};
+  return {{os, in[0].dtype(), in[0].device()}, {wants_max_pool_indices(a) ? os : Shape{0}, DType::Int64, in[0].device()}};
 }
 
 void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
-  int64_t* ip = out[1].data<int64_t>();
+  int64_t* ip = wants_max_pool_indices(a) ? out[1].data<int64_t>() : nullptr;
   bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
               g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
   std::vector<int32_t> corner;
@@ -239,12 +282,18 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   }
   int64_t out_plane = g.OH * g.OW;
   for_each_plane(in[0], out[0], [&]<typename T>(const T* x, T* y, int64_t p) {
-    if (fast) max_pool_plane_2x2<T>(g, corner, x, y, ip + p * out_plane);
-    else max_pool_plane<T>(g, x, y, ip + p * out_plane);
+    int64_t* idx = ip ? ip + p * out_plane : nullptr;
+    if (fast && ip) max_pool_plane_2x2<T, true>(g, corner, x, y, idx);
+    else if (fast && std::is_same_v<T, float> && g.OW >= 8)
+      max_pool_plane_2x2_rows(g, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y));
+    else if (fast) max_pool_plane_2x2<T, false>(g, corner, x, y, nullptr);
+    else max_pool_plane<T>(g, x, y, idx);
   });
 }
 
 Tensors max_pool_back(const BackwardCtx& c, TensorSpan g) {
+  KILN_CHECK(wants_max_pool_indices(c.attrs), "max_pool2d: this call was made with indices=false (no gradient was "
+             "expected: grad mode off or an input that needs none), so it has no backward; call max_pool2d_with_indices");
   return {max_pool2d_backward(g[0], c.outputs[1], c.input_metas[0].shape)};
 }
 
@@ -463,7 +512,21 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const std::v
 }
 Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
                   const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode) {
-  return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+  // Indices only where autograd will record this call and its backward
+  // needs them (dispatch records when grad mode is on and an input needs a
+  // gradient); a traced eval forward gets indices=false in its graph.
+  if (grad_mode_enabled() && x.requires_grad())
+    return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+  bool u = unbatched(x, "max_pool2d");
+  Tensor y = dispatch(OpId::max_pool2d, {u ? x.unsqueeze(0) : x},
+                      Attrs()
+                          .set("kernel_size", kernel_size)
+                          .set("stride", stride)
+                          .set("padding", padding)
+                          .set("dilation", dilation)
+                          .set("ceil_mode", ceil_mode)
+                          .set("indices", false))[0];
+  return u ? y.squeeze(0) : y;
 }
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape) {
   return dispatch1(OpId::max_pool2d_backward, {grad_out, indices}, Attrs().set("input_shape", input_shape));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "testing/errors.h"
@@ -228,6 +229,38 @@ TEST(Pool, MaxPool2x2VectorPathMatchesWindowMax) {
     EXPECT_TENSOR_CLOSE(picked, y, 0, 0);
   }
 }
+
+// Without a gradient to record, max_pool2d asks for no indices (attribute
+// indices=false): the kernels that skip them (the 2x2 row kernel for output
+// rows of 8 and more, the gather kernel below that, the general loop) give
+// the indexed kernels' values bit for bit, NaNs and signed-zero ties
+// included; with a gradient to record, indices are kept and backward works.
+TEST(Pool, ValuesOnlyMatchIndexedValuesBitForBit) {
+  for (int64_t w : {6, 14, 16, 22, 37, 64}) {
+    for (const std::vector<int64_t>& k : {std::vector<int64_t>{2, 2}, std::vector<int64_t>{3, 3}}) {
+      SCOPED_TRACE("width " + std::to_string(w) + ", kernel " + std::to_string(k[0]));
+      Generator gen(static_cast<uint64_t>(w));
+      Tensor x = randn({2, 3, 6, w}, {}, &gen);
+      float* p = x.data<float>();
+      p[5] = std::nanf("");
+      p[w + 2] = -0.0f, p[w + 3] = 0.0f, p[2] = -0.0f, p[3] = 0.0f;  // a window of signed zeros
+      auto [y_idx, idx] = max_pool2d_with_indices(x, k);
+      Tensor y;
+      {
+        NoGradGuard ng;
+        y = max_pool2d(x, k);
+      }
+      ASSERT_EQ(y.shape(), y_idx.shape());
+      std::vector<float> a = y.to_vector<float>(), b = y_idx.to_vector<float>();
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+    }
+  }
+  Tensor x = randn({1, 2, 8, 8}).requires_grad_(true);
+  Tensor y = max_pool2d(x, {2, 2});
+  y.sum().backward();
+  EXPECT_DOUBLE_EQ(x.grad().sum().item<double>(), 32.0);  // one 1 per window
+}
+
 }  // namespace
 }  // namespace kiln
 
