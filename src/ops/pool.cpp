@@ -226,15 +226,17 @@ void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, c
   }
 }
 
-// Values only, 2x2 stride 2, float32, output rows of at least 8: each row of
-// 8 outputs is two contiguous 16-float loads per input row, split into their
-// even and odd lanes (the windows' left and right columns), then the same
-// compare chain in the same order as max_pool_plane_2x2 (top-left, top-right,
-// bottom-left, bottom-right; greater or NaN replaces), so the values are
-// those of the indexed kernels bit for bit. The gathers that kernel needs
+// 2x2 stride 2, float32, output rows of at least 8: each row of 8 outputs
+// is two contiguous 16-float loads per input row, split into their even and
+// odd lanes (the windows' left and right columns), then the same compare
+// chain in the same order as max_pool_plane_2x2 (top-left, top-right,
+// bottom-left, bottom-right; greater or NaN replaces), so values and indices
+// are those of the other kernels bit for bit. The gathers that kernel needs
 // for narrow planes cost more than the pooling here. A row's last vector
-// starts at OW - 8 and may recompute outputs already written: same values.
-void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y) {
+// starts at OW - 8 and may recompute outputs already written: same results.
+// kIdx false: values only (idx unused).
+template <bool kIdx>
+void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
   auto take = [](__m256 v, __m256 m) { return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); };
   auto even = [](__m256 a, __m256 b) {  // lanes 0, 2, .., 14 of the 16 floats a:b
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
@@ -242,6 +244,12 @@ void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y) {
   auto odd = [](__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
   };
+  auto pick = [](__m256i a, __m256i b, __m256 s) {
+    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), s));
+  };
+  const __m256i one = _mm256_set1_epi32(1), w0 = _mm256_set1_epi32(static_cast<int>(g.W));
+  const __m256i w1 = _mm256_set1_epi32(static_cast<int>(g.W + 1));
+  const __m256i lanes2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const float* r0 = x + 2 * oh * g.W;
     const float* r1 = r0 + g.W;
@@ -252,10 +260,22 @@ void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y) {
       const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
       __m256 m = even(a0, a1);
       const __m256 v1 = odd(a0, a1), v2 = even(b0, b1), v3 = odd(b0, b1);
-      m = _mm256_blendv_ps(m, v1, take(v1, m));
-      m = _mm256_blendv_ps(m, v2, take(v2, m));
-      m = _mm256_blendv_ps(m, v3, take(v3, m));
+      __m256 s = take(v1, m);
+      m = _mm256_blendv_ps(m, v1, s);
+      __m256i k = _mm256_and_si256(_mm256_castps_si256(s), one);
+      s = take(v2, m);
+      m = _mm256_blendv_ps(m, v2, s);
+      if constexpr (kIdx) k = pick(k, w0, s);
+      s = take(v3, m);
+      m = _mm256_blendv_ps(m, v3, s);
       _mm256_storeu_ps(out + ow, m);
+      if constexpr (kIdx) {
+        k = pick(k, w1, s);
+        k = _mm256_add_epi32(k, _mm256_add_epi32(lanes2, _mm256_set1_epi32(static_cast<int>(2 * oh * g.W + 2 * ow))));
+        int64_t* io = idx + oh * g.OW + ow;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(io), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)));
+      }
     }
   }
 }
@@ -283,9 +303,14 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   int64_t out_plane = g.OH * g.OW;
   for_each_plane(in[0], out[0], [&]<typename T>(const T* x, T* y, int64_t p) {
     int64_t* idx = ip ? ip + p * out_plane : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (fast && g.OW >= 8) {
+        if (ip) max_pool_plane_2x2_rows<true>(g, x, y, idx);
+        else max_pool_plane_2x2_rows<false>(g, x, y, nullptr);
+        return;
+      }
+    }
     if (fast && ip) max_pool_plane_2x2<T, true>(g, corner, x, y, idx);
-    else if (fast && std::is_same_v<T, float> && g.OW >= 8)
-      max_pool_plane_2x2_rows(g, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y));
     else if (fast) max_pool_plane_2x2<T, false>(g, corner, x, y, nullptr);
     else max_pool_plane<T>(g, x, y, idx);
   });

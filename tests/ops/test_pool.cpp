@@ -230,29 +230,50 @@ TEST(Pool, MaxPool2x2VectorPathMatchesWindowMax) {
   }
 }
 
-// Without a gradient to record, max_pool2d asks for no indices (attribute
-// indices=false): the kernels that skip them (the 2x2 row kernel for output
-// rows of 8 and more, the gather kernel below that, the general loop) give
-// the indexed kernels' values bit for bit, NaNs and signed-zero ties
-// included; with a gradient to record, indices are kept and backward works.
-TEST(Pool, ValuesOnlyMatchIndexedValuesBitForBit) {
+// The 2x2 kernels (contiguous rows for output rows of 8 and more, gathers
+// below that) and the general loop, with and without indices (attribute
+// indices=false: what max_pool2d asks for when no gradient will be
+// recorded), against a scalar walk of each window in PyTorch's order (a
+// later value replaces the max when greater or NaN): the same values bit for
+// bit and the same indices, NaNs and signed-zero ties included. With a
+// gradient to record, indices are kept and backward works.
+TEST(Pool, MaxKernelsMatchScalarWindowWalk) {
   for (int64_t w : {6, 14, 16, 22, 37, 64}) {
-    for (const std::vector<int64_t>& k : {std::vector<int64_t>{2, 2}, std::vector<int64_t>{3, 3}}) {
-      SCOPED_TRACE("width " + std::to_string(w) + ", kernel " + std::to_string(k[0]));
+    for (int64_t kk : {2, 3}) {
+      SCOPED_TRACE("width " + std::to_string(w) + ", kernel " + std::to_string(kk));
       Generator gen(static_cast<uint64_t>(w));
-      Tensor x = randn({2, 3, 6, w}, {}, &gen);
+      const int64_t H = 6, planes = 6;
+      Tensor x = randn({2, 3, H, w}, {}, &gen);
       float* p = x.data<float>();
       p[5] = std::nanf("");
       p[w + 2] = -0.0f, p[w + 3] = 0.0f, p[2] = -0.0f, p[3] = 0.0f;  // a window of signed zeros
-      auto [y_idx, idx] = max_pool2d_with_indices(x, k);
+      p[4 * w + 6] = p[4 * w + 7] = p[5 * w + 6] = 1.5f;             // a tie
+      auto [y_idx, idx] = max_pool2d_with_indices(x, {kk, kk});
       Tensor y;
       {
         NoGradGuard ng;
-        y = max_pool2d(x, k);
+        y = max_pool2d(x, {kk, kk});
       }
-      ASSERT_EQ(y.shape(), y_idx.shape());
+      const int64_t OH = (H - kk) / kk + 1, OW = (w - kk) / kk + 1;
+      ASSERT_EQ(y.shape(), (Shape{2, 3, OH, OW}));
+      std::vector<float> want(static_cast<size_t>(planes * OH * OW));
+      std::vector<int64_t> want_idx(want.size());
+      for (int64_t pl = 0; pl < planes; ++pl)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const float* plane = p + pl * H * w;
+            float m = -std::numeric_limits<float>::infinity();
+            int64_t best = oh * kk * w + ow * kk;
+            for (int64_t h = oh * kk; h < oh * kk + kk; ++h)
+              for (int64_t c = ow * kk; c < ow * kk + kk; ++c)
+                if (plane[h * w + c] > m || std::isnan(plane[h * w + c])) m = plane[h * w + c], best = h * w + c;
+            want[static_cast<size_t>((pl * OH + oh) * OW + ow)] = m;
+            want_idx[static_cast<size_t>((pl * OH + oh) * OW + ow)] = best;
+          }
       std::vector<float> a = y.to_vector<float>(), b = y_idx.to_vector<float>();
-      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(a.data(), want.data(), a.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(b.data(), want.data(), b.size() * sizeof(float)));
+      EXPECT_EQ(idx.to_vector<int64_t>(), want_idx);
     }
   }
   Tensor x = randn({1, 2, 8, 8}).requires_grad_(true);
