@@ -226,14 +226,15 @@ void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, c
   }
 }
 
-// 2x2 stride 2, float32, output rows of at least 8: each row of 8 outputs
+// 2x2 stride 2, float32, output rows of at least 4: each row of 8 outputs
 // is two contiguous 16-float loads per input row, split into their even and
 // odd lanes (the windows' left and right columns), then the same compare
 // chain in the same order as max_pool_plane_2x2 (top-left, top-right,
 // bottom-left, bottom-right; greater or NaN replaces), so values and indices
 // are those of the other kernels bit for bit. The gathers that kernel needs
-// for narrow planes cost more than the pooling here. A row's last vector
-// starts at OW - 8 and may recompute outputs already written: same results.
+// cost more than the pooling here; they stay for rows of 1 to 3 outputs,
+// where they fill a vector from several rows. A row's last vector starts at
+// OW - 8 and may recompute outputs already written: same results.
 // kIdx false: values only (idx unused).
 template <bool kIdx>
 void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
@@ -250,14 +251,24 @@ void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_
   const __m256i one = _mm256_set1_epi32(1), w0 = _mm256_set1_epi32(static_cast<int>(g.W));
   const __m256i w1 = _mm256_set1_epi32(static_cast<int>(g.W + 1));
   const __m256i lanes2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  // Rows of fewer than 8 outputs: masked loads of the 2 * OW inputs a row
+  // has (masked-off lanes are not read) and masked stores of the OW outputs.
+  const bool narrow = g.OW < 8;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * g.OW)), lane);
+  const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * g.OW - 8)), lane);
+  const __m256i out_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(g.OW)), lane);
+  const __m256i idx_lo = _mm256_cmpgt_epi64(_mm256_set1_epi64x(g.OW), _mm256_setr_epi64x(0, 1, 2, 3));
+  const __m256i idx_hi = _mm256_cmpgt_epi64(_mm256_set1_epi64x(g.OW), _mm256_setr_epi64x(4, 5, 6, 7));
+  auto load = [&](const float* r, __m256i mask) { return narrow ? _mm256_maskload_ps(r, mask) : _mm256_loadu_ps(r); };
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const float* r0 = x + 2 * oh * g.W;
     const float* r1 = r0 + g.W;
     float* out = y + oh * g.OW;
     for (int64_t ow = 0; ow < g.OW; ow += 8) {
-      if (ow + 8 > g.OW) ow = g.OW - 8;
-      const __m256 a0 = _mm256_loadu_ps(r0 + 2 * ow), a1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
-      const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+      if (ow + 8 > g.OW) ow = narrow ? 0 : g.OW - 8;
+      const __m256 a0 = load(r0 + 2 * ow, in_lo), a1 = load(r0 + 2 * ow + 8, in_hi);
+      const __m256 b0 = load(r1 + 2 * ow, in_lo), b1 = load(r1 + 2 * ow + 8, in_hi);
       __m256 m = even(a0, a1);
       const __m256 v1 = odd(a0, a1), v2 = even(b0, b1), v3 = odd(b0, b1);
       __m256 s = take(v1, m);
@@ -268,13 +279,21 @@ void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_
       if constexpr (kIdx) k = pick(k, w0, s);
       s = take(v3, m);
       m = _mm256_blendv_ps(m, v3, s);
-      _mm256_storeu_ps(out + ow, m);
+      if (narrow) _mm256_maskstore_ps(out + ow, out_mask, m);
+      else _mm256_storeu_ps(out + ow, m);
       if constexpr (kIdx) {
         k = pick(k, w1, s);
         k = _mm256_add_epi32(k, _mm256_add_epi32(lanes2, _mm256_set1_epi32(static_cast<int>(2 * oh * g.W + 2 * ow))));
-        int64_t* io = idx + oh * g.OW + ow;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(io), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)));
+        auto* io = reinterpret_cast<long long*>(idx + oh * g.OW + ow);
+        const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k));
+        const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1));
+        if (narrow) {
+          _mm256_maskstore_epi64(io, idx_lo, lo);
+          _mm256_maskstore_epi64(io + 4, idx_hi, hi);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(io), lo);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + 4), hi);
+        }
       }
     }
   }
@@ -304,7 +323,7 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   for_each_plane(in[0], out[0], [&]<typename T>(const T* x, T* y, int64_t p) {
     int64_t* idx = ip ? ip + p * out_plane : nullptr;
     if constexpr (std::is_same_v<T, float>) {
-      if (fast && g.OW >= 8) {
+      if (fast && g.OW >= 4) {
         if (ip) max_pool_plane_2x2_rows<true>(g, x, y, idx);
         else max_pool_plane_2x2_rows<false>(g, x, y, nullptr);
         return;
