@@ -539,19 +539,30 @@ void register_pool_ops() {
 }
 
 // ---- public functions ----
+namespace {
+Tensors max_pool_call(const Tensor& x, const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+                      const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool ceil_mode,
+                      bool indices) {
+  bool u = unbatched(x, "max_pool2d");
+  Attrs a;
+  a.set("kernel_size", kernel_size)
+      .set("stride", stride)
+      .set("padding", padding)
+      .set("dilation", dilation)
+      .set("ceil_mode", ceil_mode);
+  if (!indices) a.set("indices", false);
+  Tensors r = dispatch(OpId::max_pool2d, {u ? x.unsqueeze(0) : x}, a);
+  if (u)
+    for (Tensor& t : r) t = t.dim() == 4 ? t.squeeze(0) : t;
+  return r;
+}
+}  // namespace
+
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const std::vector<int64_t>& kernel_size,
                                                    const std::vector<int64_t>& stride,
                                                    const std::vector<int64_t>& padding,
                                                    const std::vector<int64_t>& dilation, bool ceil_mode) {
-  bool u = unbatched(x, "max_pool2d");
-  Tensors r = dispatch(OpId::max_pool2d, {u ? x.unsqueeze(0) : x},
-                       Attrs()
-                           .set("kernel_size", kernel_size)
-                           .set("stride", stride)
-                           .set("padding", padding)
-                           .set("dilation", dilation)
-                           .set("ceil_mode", ceil_mode));
-  if (u) return {r[0].squeeze(0), r[1].squeeze(0)};
+  Tensors r = max_pool_call(x, kernel_size, stride, padding, dilation, ceil_mode, true);
   return {r[0], r[1]};
 }
 Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
@@ -559,18 +570,8 @@ Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size, cons
   // Indices only where autograd will record this call and its backward
   // needs them (dispatch records when grad mode is on and an input needs a
   // gradient); a traced eval forward gets indices=false in its graph.
-  if (grad_mode_enabled() && x.requires_grad())
-    return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
-  bool u = unbatched(x, "max_pool2d");
-  Tensor y = dispatch(OpId::max_pool2d, {u ? x.unsqueeze(0) : x},
-                      Attrs()
-                          .set("kernel_size", kernel_size)
-                          .set("stride", stride)
-                          .set("padding", padding)
-                          .set("dilation", dilation)
-                          .set("ceil_mode", ceil_mode)
-                          .set("indices", false))[0];
-  return u ? y.squeeze(0) : y;
+  const bool indices = grad_mode_enabled() && x.requires_grad();
+  return max_pool_call(x, kernel_size, stride, padding, dilation, ceil_mode, indices)[0];
 }
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape) {
   return dispatch1(OpId::max_pool2d_backward, {grad_out, indices}, Attrs().set("input_shape", input_shape));

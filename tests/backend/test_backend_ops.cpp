@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "testing/cuda_skip.h"
 #include "ops/op_def.h"
 #include "testing/gradcheck.h"
 
@@ -21,13 +22,6 @@ namespace {
 
 const Device kCuda = Device::cuda(0);
 
-// "no CUDA device", then why (the driver's answer, or a build without CUDA).
-std::string no_cuda_message() {
-  std::string why = cuda::unavailable_reason();
-  return why.rfind("no CUDA device", 0) == 0 ? why : "no CUDA device: " + why;
-}
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda::is_available()) GTEST_SKIP() << no_cuda_message()
 
 enum class Inputs { Normal, Positive };
 

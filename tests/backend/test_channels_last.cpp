@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "testing/cuda_skip.h"
 #include "testing/zoo_step.h"
 
 namespace kiln {
@@ -20,14 +21,6 @@ using testing::scaled_error;
 
 const Device kCuda = Device::cuda(0);
 
-// The reason as the runtime gives it ("no CUDA device: ..." already, or a
-// build without CUDA).
-std::string no_cuda_message() {
-  std::string why = cuda::unavailable_reason();
-  return why.rfind("no CUDA device", 0) == 0 ? why : "no CUDA device: " + why;
-}
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda::is_available()) GTEST_SKIP() << no_cuda_message()
 
 Tensor randn_seeded(const Shape& s, uint64_t seed) {
   Generator g(seed);
