@@ -23,6 +23,9 @@ Shape channels_last_strides(const Shape& shape) {
 bool is_dense_in(const Shape& shape, const Shape& strides, MemoryFormat format) {
   const int64_t n = static_cast<int64_t>(shape.size());
   if (format == MemoryFormat::ChannelsLast && n != 4) return false;
+  // An empty tensor holds no element to lay out: dense in every format (as
+  // torch's is_contiguous), whatever strides its views left it.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return true;
   static constexpr int64_t kNhwc[4] = {0, 2, 3, 1};  // NCHW dims in NHWC memory order
   int64_t expected = 1;
   for (int64_t k = n - 1; k >= 0; --k) {
@@ -60,7 +63,9 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, DType dtype, Devi
   if (strides.empty()) return t;
   KILN_CHECK(strides.size() == shape.size(), "empty_strided: ", shape.size(), " sizes but ", strides.size(),
              " strides");
-  // Dense: some order of the dims gives contiguous strides over it.
+  // Dense: some order of the dims gives contiguous strides over it. A
+  // zero-size dim counts as 1, as contiguous_strides and
+  // channels_last_strides count it, so an empty channels-last tensor is made.
   std::vector<size_t> order(shape.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] > strides[b]; });
@@ -70,7 +75,7 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, DType dtype, Devi
     if (shape[d] == 1) continue;
     KILN_CHECK(strides[d] == expected, "empty_strided: strides ", shape_str(strides), " do not lay shape ",
                shape_str(shape), " out densely; pass a permutation of contiguous strides");
-    expected *= shape[d];
+    expected *= std::max<int64_t>(shape[d], 1);
   }
   t.impl()->strides = strides;
   return t;

@@ -79,6 +79,9 @@ int64_t Tensor::stride(int64_t d) const {
 
 bool Tensor::is_contiguous() const {
   checked("is_contiguous()");
+  // No element, nothing out of place: torch's rule, and the strides of an
+  // empty tensor (from max(size, 1)) would fail the walk below.
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (impl_->shape[i] == 1) continue;

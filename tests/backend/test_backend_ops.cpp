@@ -278,7 +278,7 @@ std::vector<OpCase> op_cases() {
   std::vector<OpCase> c;
   auto binary = [&](const std::string& name, Tensor (*f)(const Tensor&, const Tensor&), Inputs in = Inputs::Normal) {
     for (const S& shapes : {S{{17}, {17}}, S{{4, 33}, {4, 33}}, S{{2, 3, 5, 7}, {3, 1, 7}}, S{{64, 128}, {128}},
-                            S{{3, 1}, {1, 4}}})
+                            S{{3, 1}, {1, 4}}, S{{2, 0}, {0}}})
       c.push_back({name, shapes, [f](const Tensors& x) { return f(x[0], x[1]); }, DType::Float32, in});
   };
   binary("add", add);
@@ -302,7 +302,7 @@ std::vector<OpCase> op_cases() {
   c.push_back({"add_float64", {{9, 9}, {9}}, [](const Tensors& x) { return add(x[0], x[1]); }, DType::Float64});
 
   auto unary = [&](const std::string& name, std::function<Tensor(const Tensor&)> f, Inputs in = Inputs::Normal) {
-    for (const Shape& s : {Shape{1}, Shape{1000}, Shape{3, 5, 7}, Shape{256, 513}})
+    for (const Shape& s : {Shape{1}, Shape{1000}, Shape{3, 5, 7}, Shape{256, 513}, Shape{0}, Shape{3, 0}})
       c.push_back({name, {s}, [f](const Tensors& x) { return f(x[0]); }, DType::Float32, in});
   };
   unary("neg", [](const Tensor& x) { return neg(x); });

@@ -82,6 +82,9 @@ LoopPlan<N> make_plan(const Shape& shape, const std::array<char*, N>& ptrs,
 // Runs rows covering flat elements [begin, end).
 template <int N, typename F>
 void run_range(const LoopPlan<N>& p, int64_t begin, int64_t end, F& f) {
+  // An empty range has no row to run, and with a zero-size dim the index
+  // arithmetic below would divide by zero (an in-place op on an empty tensor).
+  if (begin >= end) return;
   int64_t idx[kMaxDims];
   int64_t rem = begin;
   for (int d = p.nd - 1; d >= 0; --d) {
