@@ -31,4 +31,16 @@ void augment_batch(const Tensor& images, const Tensor& labels, const Tensor& dra
                    int64_t translate, const std::vector<float>& scale, const std::vector<float>& bias,
                    const Tensor& out_images, const Tensor& out_labels);
 
+// SGD's momentum step for float32 parameters on one CUDA device in one
+// launch per 48 parameters (src/optim/sgd.cpp picks the parameters: p, its
+// grad and its momentum buffer float32, dense, with equal strides). Each
+// element gets the per-op path's arithmetic, rounding for rounding
+// (kernels.h's SgdCall). Writes p and b in place and bumps their versions.
+struct SgdHyper {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& buffers,
+              const SgdHyper& h);
+
 }  // namespace kiln::cuda

@@ -22,6 +22,9 @@ class NoCudaAllocator final : public Allocator {
 }  // namespace
 
 bool built_with_cuda() { return false; }
+void sgd_step(const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const SgdHyper&) {
+  fail("SGD step on CUDA");
+}
 bool is_available() { return false; }
 int device_count() { return 0; }
 const char* unavailable_reason() { return kReason; }

@@ -285,3 +285,33 @@ struct AugmentCall {
 void launch_augment(const AugmentCall& c);  // augment.cu
 
 }  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// SGD's step over many float32 parameters in one launch (src/optim/sgd.cpp,
+// as torch's foreach SGD): the per-parameter path is six in-place ops, each
+// a launch, and ResNet-18's 62 parameters made ~370 launches a step. Per
+// tensor, over its n elements, the per-op path's arithmetic in its order and
+// rounding (each multiply rounded, each `self + alpha * other` one fma, as
+// nvcc contracts scalar::add_update in the pointwise kernel):
+//   b = b * m;  b = fma(a_g, g, b);  [wd] b = fma(a_wp, p, b)
+//   nesterov:  [wd] p = p * decay;  p = fma(a_pg, g, p);  p = fma(a_pb, b, p)
+//   else:      p = fma(a_pb, b, p)
+constexpr int kSgdMaxTensors = 48;  // per launch: the call is a kernel parameter (under 4 KB)
+struct SgdTensor {
+  float* p = nullptr;
+  const float* g = nullptr;
+  float* b = nullptr;
+  int64_t n = 0;
+};
+struct SgdCall {
+  SgdTensor t[kSgdMaxTensors];
+  int count = 0;
+  int64_t max_n = 0;
+  float m = 0, a_g = 0, a_wp = 0, decay = 1, a_pg = 0, a_pb = 0;
+  bool weight_decay = false, nesterov = false;
+  cudaStream_t stream = nullptr;
+};
+void launch_sgd(const SgdCall& c);  // sgd.cu
+
+}  // namespace kiln::cuda

@@ -4,6 +4,13 @@
 //   b = d (first step) | momentum*b + (1-dampening)*d
 //   d = nesterov ? d + momentum*b : b
 //   p -= lr*d
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda/backend.h"
+#include "ops/dispatch_mode.h"
 #include "kiln/memory_format.h"
 #include "kiln/profile.h"
 #include "optim/state.h"
@@ -58,14 +65,39 @@ int64_t SGD::num_state_tensors() const {
   return n;
 }
 
+// Whether parameter i takes the one-launch CUDA path: momentum with its
+// buffer, p, grad and buffer float32 on one CUDA device in one dense layout.
+// Not under a mode that must see every op (a capture tracing the step, a
+// meta run): a profile or autocast lose nothing by one launch.
+bool SGD::steps_in_foreach(size_t i, const Tensor& g) const {
+  for (const DispatchMode* mode : active_modes()) {
+    const std::string name = mode->mode_name();
+    if (name != "profile" && name != "autocast") return false;
+  }
+  const Tensor& p = params_[i];
+  const Tensor& b = momentum_buffers_[i];
+  if (!options.foreach() || options.momentum() == 0 || !b.defined() || !p.device().is_cuda()) return false;
+  if (p.dtype() != DType::Float32 || g.dtype() != DType::Float32 || b.dtype() != DType::Float32) return false;
+  if (g.device() != p.device() || b.device() != p.device()) return false;
+  return p.strides() == g.strides() && p.strides() == b.strides() && is_contiguous(p, suggest_memory_format(p));
+}
+
 void SGD::step() {
   ProfileRange range("optimizer.step");
   NoGradGuard no_grad;
   const double lr = lr_, m = options.momentum(), wd = options.weight_decay(), damp = options.dampening();
+  // Per CUDA device, the parameters that step in one launch (after the loop).
+  std::map<int, std::array<std::vector<Tensor>, 3>> foreach;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = grad_of(i, "SGD");
     if (!g.defined()) continue;
+    if (steps_in_foreach(i, g)) {
+      auto& lists = foreach[p.device().index];
+      lists[0].push_back(p), lists[1].push_back(g), lists[2].push_back(momentum_buffers_[i]);
+      buffer_used_[i] = true;
+      continue;
+    }
     if (m == 0) {
       if (wd != 0) mul_(p, 1.0 - lr * wd);
       add_(p, g, -lr);
@@ -90,6 +122,8 @@ void SGD::step() {
       add_(p, b, -lr);
     }
   }
+  for (auto& [device, lists] : foreach)
+    cuda::sgd_step(lists[0], lists[1], lists[2], {lr, m, damp, wd, options.nesterov()});
 }
 
 nn::TensorDict SGD::state_dict() const {
