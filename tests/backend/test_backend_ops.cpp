@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "testing/compare.h"
 #include "testing/cuda_skip.h"
 #include "ops/op_def.h"
 #include "testing/gradcheck.h"
@@ -32,6 +33,10 @@ struct OpCase {
   DType dtype = DType::Float32;
   Inputs inputs = Inputs::Normal;
   double tol = 1e-5;  // relative and absolute, float32
+  // Added to the absolute bound: rms_tol times the CPU result's rms. float32
+  // convolutions, whose CUDA algorithms (Winograd's transforms) round to a
+  // fraction of the output's scale rather than of each element.
+  double rms_tol = 0;
 };
 
 // gtest (and ctest's test names) print a case by its name.
@@ -87,21 +92,22 @@ void nn_cases(std::vector<OpCase>& c) {
   const Inputs normal = Inputs::Normal;
   auto conv = [&](const std::string& name, std::vector<Shape> shapes, Conv2dParams p) {
     const bool bias = shapes.size() > 2;
-    // float32 sums of thousands of products round differently in cuDNN's and
-    // oneDNN's orders (1e-4 of ~100 near a zero output): a looser bound there.
-    const double fwd_tol = numel_of(shapes[1]) / shapes[1][0] > 1000 ? 1e-3 : 1e-4;
-    c.push_back({name, shapes, [p, bias](const Tensors& x) {
-                   return conv2d(x[0], x[1], bias ? x[2] : Tensor(), p);
-                 }, f32, normal, fwd_tol});
+    // float32: cuDNN may run Winograd (as torch's default), whose transforms
+    // round to about 1e-4 of the output's scale (7.6e-5 measured on
+    // conv2d_resnet_layer4, H100): 1e-4 relative plus 2e-4 of the rms. TF32
+    // (1e-3 of the scale) would fail it.
+    auto add = [&](std::string n, std::vector<Shape> s, std::function<Tensor(const Tensors&)> f) {
+      OpCase oc{std::move(n), std::move(s), std::move(f), f32, normal, 1e-4};
+      oc.rms_tol = 2e-4;
+      c.push_back(std::move(oc));
+    };
+    add(name, shapes, [p, bias](const Tensors& x) { return conv2d(x[0], x[1], bias ? x[2] : Tensor(), p); });
     // The backward ops take a grad_out of the output's shape as a third input.
     const Shape ys = conv2d(zeros(shapes[0]), zeros(shapes[1]), Tensor(), p).shape();
-    const double tol = numel_of(shapes[0]) / shapes[0][1] > 1000 ? 1e-3 : 1e-4;
-    c.push_back({name + "_backward_input", {shapes[0], shapes[1], ys}, [p](const Tensors& x) {
-                   return conv2d_backward_input(x[2], x[1], x[0].shape(), p);
-                 }, f32, normal, fwd_tol});
-    c.push_back({name + "_backward_weight", {shapes[0], shapes[1], ys}, [p](const Tensors& x) {
-                   return conv2d_backward_weight(x[2], x[0], x[1].shape(), p);
-                 }, f32, normal, tol});
+    add(name + "_backward_input", {shapes[0], shapes[1], ys},
+        [p](const Tensors& x) { return conv2d_backward_input(x[2], x[1], x[0].shape(), p); });
+    add(name + "_backward_weight", {shapes[0], shapes[1], ys},
+        [p](const Tensors& x) { return conv2d_backward_weight(x[2], x[0], x[1].shape(), p); });
   };
   conv("conv2d", {{2, 3, 9, 9}, {4, 3, 3, 3}, {4}}, conv_params({1, 1}, {1, 1}));
   conv("conv2d_stride2", {{2, 4, 10, 10}, {6, 4, 3, 3}}, conv_params({2, 2}, {0, 0}));
@@ -503,7 +509,17 @@ TEST_P(BackendOps, CudaMatchesCpu) {
   ASSERT_EQ(got.shape(), want.shape());
   ASSERT_EQ(got.dtype(), want.dtype());
   Tensor g = got.to(Device::cpu());
-  EXPECT_TRUE(allclose(g, want, c.tol, c.tol)) << c.name << "\ncuda: " << g << "\ncpu:  " << want;
+  double rms = 0;
+  if (want.numel() > 0 && is_floating(want.dtype())) {
+    const Tensor w64 = want.to(DType::Float64);
+    rms = std::sqrt(mean(mul(w64, w64)).item());
+  }
+  EXPECT_TRUE(testing::tensors_close(g, want, c.tol, c.tol + c.rms_tol * rms)) << c.name;
+  // Convolutions: the error against the output's scale, the figure that
+  // docs/cuda.md's per-algorithm tolerances come from.
+  if (c.name.rfind("conv2d", 0) == 0 && want.numel() > 0 && is_floating(want.dtype()))
+    std::cout << "[ conv error ] " << c.name << ": " << testing::tensor_error(g, want).str() << "; output rms " << rms
+              << "\n";
 }
 
 // The CPU reference of each float32 case agrees with the same case computed
