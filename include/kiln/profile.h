@@ -40,6 +40,10 @@ struct OpStats {
   double self_ms = 0;   // minus the op calls nested inside
   double total_ms = 0;  // including them
   double share = 0;     // self_ms / the profiled wall time
+  // CUDA self time (ops with a CUDA input: the stream's time from the call's
+  // first queued work to its last, minus the calls nested inside), read when
+  // the profile stops; 0 for CPU ops and while the profile is active.
+  double cuda_ms = 0;
 };
 
 struct RangeStats {

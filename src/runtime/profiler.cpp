@@ -54,6 +54,24 @@ void ProfileRecorder::stop() {
   guard.reset();
   // Recorders stop in reverse order (ModeGuard enforces it), so this one is innermost.
   t_active = prev;
+  read_device_times();
+}
+
+void ProfileRecorder::read_device_times() {
+  if (device_events.empty()) return;
+  // Events complete in stream order; the last one recorded may be on another
+  // device's stream, so wait for each pair's end as it is read.
+  for (ProfileEvent& e : events) {
+    if (e.device_pair < 0) continue;
+    const DevicePair& d = device_events[static_cast<size_t>(e.device_pair)];
+    d.end->synchronize();
+    e.device_ns = static_cast<int64_t>(static_cast<double>(d.begin->elapsed_ms(*d.end)) * 1e6);
+    e.device_self_ns = e.device_ns;
+  }
+  for (const ProfileEvent& e : events)
+    if (e.device_ns >= 0 && e.parent >= 0) events[static_cast<size_t>(e.parent)].device_self_ns -= e.device_ns;
+  device_events.clear();  // the CUDA events go back now; the times stay
+  has_device_times = true;
 }
 
 int64_t ProfileRecorder::now_ns() const {
@@ -76,13 +94,28 @@ Tensors ProfileRecorder::handle(OpId id, Tensors& inputs, const Attrs& attrs, co
     shape_pool.insert(shape_pool.end(), s.begin(), s.end());
   }
   e.shapes_end = static_cast<uint32_t>(shape_pool.size());
+  e.parent = open_ops.empty() ? -1 : static_cast<int32_t>(open_ops.back().event);
+  int cuda_device = -1;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.device().is_cuda()) {
+      cuda_device = t.device().index;
+      break;
+    }
   open_ops.push_back({index, 0});
+  if (cuda_device >= 0) {
+    events[index].device_pair = static_cast<int32_t>(device_events.size());
+    device_events.push_back({std::make_unique<cuda::Event>(), std::make_unique<cuda::Event>()});
+    device_events.back().begin->record(cuda::current_stream(cuda_device));
+  }
   // The clock is read last before the op and first after it: the recording
   // itself falls between op calls, where it shows as time outside ops.
   const int64_t begin = now_ns();
   events[index].begin_ns = begin;
   auto finish = [&] {
     const int64_t dur = now_ns() - begin;
+    // (device_events may have grown inside the call: index it again.)
+    if (cuda_device >= 0)
+      device_events[static_cast<size_t>(events[index].device_pair)].end->record(cuda::current_stream(cuda_device));
     ProfileEvent& done = events[index];
     done.dur_ns = dur;
     done.self_ns = dur - open_ops.back().child_ns;
@@ -195,7 +228,7 @@ double Profile::ops_ms() const {
 
 std::vector<OpStats> Profile::op_stats() const {
   struct Acc {
-    int64_t calls = 0, self_ns = 0, total_ns = 0;
+    int64_t calls = 0, self_ns = 0, total_ns = 0, device_self_ns = 0;
   };
   std::vector<Acc> acc(kNumOps);
   for (const detail::ProfileEvent& e : rec_->events) {
@@ -204,6 +237,7 @@ std::vector<OpStats> Profile::op_stats() const {
     ++a.calls;
     a.self_ns += e.self_ns;
     a.total_ns += e.dur_ns;
+    if (e.device_ns >= 0) a.device_self_ns += e.device_self_ns;
   }
   const double wall = wall_ms();
   std::vector<OpStats> rows;
@@ -214,6 +248,7 @@ std::vector<OpStats> Profile::op_stats() const {
     s.calls = acc[i].calls;
     s.self_ms = static_cast<double>(acc[i].self_ns) / kNsPerMs;
     s.total_ms = static_cast<double>(acc[i].total_ns) / kNsPerMs;
+    s.cuda_ms = static_cast<double>(acc[i].device_self_ns) / kNsPerMs;
     s.share = wall > 0 ? s.self_ms / wall : 0;
     rows.push_back(std::move(s));
   }
@@ -248,12 +283,20 @@ std::string Profile::table_string() const {
   for (const OpStats& s : rows) width = std::max(width, s.name.size() + 2);
   std::ostringstream os;
   os << std::fixed;
+  // CUDA self time, when some op had a CUDA input (header comment of
+  // runtime/profiler.h): what each op kept the GPU's stream busy.
+  const bool cuda = rec_->has_device_times;
   os << std::left << std::setw(static_cast<int>(width)) << "op" << std::right << std::setw(10) << "calls"
-     << std::setw(12) << "self ms" << std::setw(12) << "total ms" << std::setw(9) << "share" << "\n";
-  for (const OpStats& s : rows)
+     << std::setw(12) << "self ms" << std::setw(12) << "total ms" << std::setw(9) << "share";
+  if (cuda) os << std::setw(12) << "cuda ms";
+  os << "\n";
+  for (const OpStats& s : rows) {
     os << std::left << std::setw(static_cast<int>(width)) << s.name << std::right << std::setw(10) << s.calls
        << std::setprecision(3) << std::setw(12) << s.self_ms << std::setw(12) << s.total_ms << std::setprecision(1)
-       << std::setw(8) << 100 * s.share << "%\n";
+       << std::setw(8) << 100 * s.share << "%";
+    if (cuda) os << std::setprecision(3) << std::setw(12) << s.cuda_ms;
+    os << "\n";
+  }
   const double wall = wall_ms(), ops = ops_ms();
   os << std::setprecision(1) << "ops total " << ops << " ms of " << wall << " ms wall ("
      << (wall > 0 ? 100 * ops / wall : 0.0) << "%)\n";
@@ -283,6 +326,7 @@ void Profile::write_chrome_trace(const std::string& path) const {
                          {"pid", rec_->pid},
                          {"tid", rec_->tid}};
     if (e.range < 0 && e.shapes_end > e.shapes_begin) ev["args"] = {{"inputs", rec_->input_shapes(e)}};
+    if (e.device_ns >= 0) ev["args"]["cuda_us"] = static_cast<double>(e.device_ns) / 1e3;
     events.push_back(std::move(ev));
   }
   nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
