@@ -3,6 +3,9 @@
 // grid of (channel, chunk) blocks so a few wide channels still fill the GPU,
 // a per-channel kernel that finishes the statistics and coefficients, then
 // one pointwise pass with them: three launches per batch norm, each way.
+#include <algorithm>
+#include <cstdint>
+
 #include "cuda/launch.cuh"
 
 namespace kiln::cuda {
@@ -242,6 +245,47 @@ __global__ void apply_kernel(BatchNormCall c, I n) {
   }
 }
 
+// apply_kernel with V elements per thread and iteration through 16-byte
+// loads and stores (8 bfloat16, 4 float32), the same arithmetic per element.
+// Channels-last with C % V == 0: the V elements are V consecutive channels of
+// one pixel; NCHW with HW % V == 0: V pixels of one channel. (With one
+// element per thread ResNet-18's bf16 channels-last eval batch norm took 46 us
+// of CUDA time a call on an H100, torch's apply kernel 34.)
+template <typename T, typename I, bool ChannelsLast, int V>
+__global__ void apply_vec_kernel(BatchNormCall c, I nv) {
+  struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+  };
+  const Vec* x = static_cast<const Vec*>(c.x);
+  const Vec* g = static_cast<const Vec*>(c.g);
+  Vec* out = static_cast<Vec*>(c.out);
+  const I HW = static_cast<I>(c.HW), C = static_cast<I>(c.C);
+  using A = Acc<T>;
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < nv;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I e = i * static_cast<I>(V);
+    const I ch0 = ChannelsLast ? e % C : (e / HW) % C;
+    const Vec xv = x[i];
+    Vec gv{};
+    if (g != nullptr) gv = g[i];
+    Vec o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const I ch = ChannelsLast ? ch0 + static_cast<I>(j) : ch0;
+      const A xj = convert<A>(xv.v[j]);
+      const A k1 = static_cast<A>(c.k1[ch]);
+      A r;
+      if (g != nullptr) {
+        r = k1 * convert<A>(gv.v[j]) + static_cast<A>(c.k2[ch]) * xj + static_cast<A>(c.k3[ch]);
+      } else {
+        r = xj * k1 + static_cast<A>(c.k3[ch]);
+      }
+      o.v[j] = convert<T>(r);
+    }
+    out[i] = o;
+  }
+}
+
 bool fits_int32(const BatchNormCall& c) { return c.N * c.C * c.HW < (int64_t{1} << 31); }
 
 template <int Mode>
@@ -304,6 +348,22 @@ void launch_batch_norm_apply(const BatchNormCall& c) {
   if (blocks > cap) blocks = cap;
   const unsigned nb = static_cast<unsigned>(blocks);
   visit_float(c.dtype, [&]<typename T>() {
+    constexpr int V = static_cast<int>(16 / sizeof(T));
+    auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned(c.x) && aligned(c.g) && aligned(c.out)) {
+      const int64_t nv = n / V;
+      const unsigned nbv = static_cast<unsigned>(std::min<int64_t>((nv + kThreads - 1) / kThreads, cap));
+      if (fits_int32(c)) {
+        if (c.channels_last)
+          apply_vec_kernel<T, uint32_t, true, V><<<nbv, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
+        else
+          apply_vec_kernel<T, uint32_t, false, V><<<nbv, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
+      } else {
+        if (c.channels_last) apply_vec_kernel<T, int64_t, true, V><<<nbv, kThreads, 0, c.stream>>>(c, nv);
+        else apply_vec_kernel<T, int64_t, false, V><<<nbv, kThreads, 0, c.stream>>>(c, nv);
+      }
+      return;
+    }
     if (fits_int32(c)) {
       if (c.channels_last) apply_kernel<T, uint32_t, true><<<nb, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
       else apply_kernel<T, uint32_t, false><<<nb, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
