@@ -223,36 +223,15 @@ __global__ void finish_backward_kernel(BatchNormCall c, BatchNormFinish f, int64
   }
 }
 
-template <typename T, typename I, bool ChannelsLast>
-__global__ void apply_kernel(BatchNormCall c, I n) {
-  const T* x = static_cast<const T*>(c.x);
-  const T* g = static_cast<const T*>(c.g);
-  T* out = static_cast<T*>(c.out);
-  const I HW = static_cast<I>(c.HW), C = static_cast<I>(c.C);
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
-    const I ch = ChannelsLast ? i % C : (i / HW) % C;
-    using A = Acc<T>;
-    const A xv = convert<A>(x[i]);
-    const A k1 = static_cast<A>(c.k1[ch]);
-    A r;
-    if (g != nullptr) {
-      r = k1 * convert<A>(g[i]) + static_cast<A>(c.k2[ch]) * xv + static_cast<A>(c.k3[ch]);
-    } else {
-      r = xv * k1 + static_cast<A>(c.k3[ch]);
-    }
-    out[i] = convert<T>(r);
-  }
-}
-
-// apply_kernel with V elements per thread and iteration through 16-byte
-// loads and stores (8 bfloat16, 4 float32), the same arithmetic per element.
-// Channels-last with C % V == 0: the V elements are V consecutive channels of
-// one pixel; NCHW with HW % V == 0: V pixels of one channel. (With one
+// The apply pass: out = k1*g + k2*x + k3 (backward) or x*k1 + k3 (forward)
+// per channel, V elements per thread and iteration. V = 16 / sizeof(T) gives
+// 16-byte loads and stores (8 bfloat16, 4 float32) where the layout allows:
+// channels-last with C % V == 0 (V consecutive channels of one pixel), NCHW
+// with HW % V == 0 (V pixels of one channel); V = 1 otherwise. (With one
 // element per thread ResNet-18's bf16 channels-last eval batch norm took 46 us
 // of CUDA time a call on an H100, torch's apply kernel 34.)
 template <typename T, typename I, bool ChannelsLast, int V>
-__global__ void apply_vec_kernel(BatchNormCall c, I nv) {
+__global__ void apply_kernel(BatchNormCall c, I nv) {
   struct alignas(sizeof(T) * V) Vec {
     T v[V];
   };
@@ -340,37 +319,37 @@ void launch_batch_norm_backward(const BatchNormCall& c, const BatchNormFinish& f
   launch_batch_norm_apply(a);
 }
 
+namespace {
+
+// apply_kernel over n elements in vectors of V, int32 indexing where it fits.
+template <typename T, int V>
+void launch_apply(const BatchNormCall& c, int64_t n) {
+  const int64_t nv = n / V;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((nv + kThreads - 1) / kThreads, int64_t{c.num_sms} * 16));
+  if (fits_int32(c)) {
+    if (c.channels_last)
+      apply_kernel<T, uint32_t, true, V><<<blocks, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
+    else
+      apply_kernel<T, uint32_t, false, V><<<blocks, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
+  } else {
+    if (c.channels_last) apply_kernel<T, int64_t, true, V><<<blocks, kThreads, 0, c.stream>>>(c, nv);
+    else apply_kernel<T, int64_t, false, V><<<blocks, kThreads, 0, c.stream>>>(c, nv);
+  }
+}
+
+}  // namespace
+
 void launch_batch_norm_apply(const BatchNormCall& c) {
   const int64_t n = c.N * c.C * c.HW;
   if (n == 0) return;
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  const int64_t cap = int64_t{c.num_sms} * 16;
-  if (blocks > cap) blocks = cap;
-  const unsigned nb = static_cast<unsigned>(blocks);
   visit_float(c.dtype, [&]<typename T>() {
     constexpr int V = static_cast<int>(16 / sizeof(T));
     auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned(c.x) && aligned(c.g) && aligned(c.out)) {
-      const int64_t nv = n / V;
-      const unsigned nbv = static_cast<unsigned>(std::min<int64_t>((nv + kThreads - 1) / kThreads, cap));
-      if (fits_int32(c)) {
-        if (c.channels_last)
-          apply_vec_kernel<T, uint32_t, true, V><<<nbv, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
-        else
-          apply_vec_kernel<T, uint32_t, false, V><<<nbv, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
-      } else {
-        if (c.channels_last) apply_vec_kernel<T, int64_t, true, V><<<nbv, kThreads, 0, c.stream>>>(c, nv);
-        else apply_vec_kernel<T, int64_t, false, V><<<nbv, kThreads, 0, c.stream>>>(c, nv);
-      }
-      return;
-    }
-    if (fits_int32(c)) {
-      if (c.channels_last) apply_kernel<T, uint32_t, true><<<nb, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
-      else apply_kernel<T, uint32_t, false><<<nb, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(n));
-    } else {
-      if (c.channels_last) apply_kernel<T, int64_t, true><<<nb, kThreads, 0, c.stream>>>(c, n);
-      else apply_kernel<T, int64_t, false><<<nb, kThreads, 0, c.stream>>>(c, n);
-    }
+    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned(c.x) && aligned(c.g) && aligned(c.out))
+      launch_apply<T, V>(c, n);
+    else
+      launch_apply<T, 1>(c, n);
   });
   KILN_CUDA_CHECK_LAUNCH("batch_norm");
 }

@@ -6,7 +6,7 @@
 //   p -= lr*d
 #include <array>
 #include <map>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuda/backend.h"
@@ -65,18 +65,27 @@ int64_t SGD::num_state_tensors() const {
   return n;
 }
 
-// Whether parameter i takes the one-launch CUDA path: momentum with its
-// buffer, p, grad and buffer float32 on one CUDA device in one dense layout.
-// Not under a mode that must see every op (a capture tracing the step, a
-// meta run): a profile or autocast lose nothing by one launch.
-bool SGD::steps_in_foreach(size_t i, const Tensor& g) const {
+namespace {
+
+// Whether the active dispatch modes let a step skip its per-op calls: not a
+// mode that must see every op (a capture tracing the step, a meta run); a
+// profile or autocast lose nothing by one launch.
+bool modes_allow_foreach() {
   for (const DispatchMode* mode : active_modes()) {
-    const std::string name = mode->mode_name();
+    const std::string_view name = mode->mode_name();
     if (name != "profile" && name != "autocast") return false;
   }
+  return true;
+}
+
+}  // namespace
+
+// Whether parameter i takes the one-launch CUDA path: momentum with its
+// buffer, p, grad and buffer float32 on one CUDA device in one dense layout.
+bool SGD::steps_in_foreach(size_t i, const Tensor& g) const {
   const Tensor& p = params_[i];
   const Tensor& b = momentum_buffers_[i];
-  if (!options.foreach() || options.momentum() == 0 || !b.defined() || !p.device().is_cuda()) return false;
+  if (options.momentum() == 0 || !b.defined() || !p.device().is_cuda()) return false;
   if (p.dtype() != DType::Float32 || g.dtype() != DType::Float32 || b.dtype() != DType::Float32) return false;
   if (g.device() != p.device() || b.device() != p.device()) return false;
   return p.strides() == g.strides() && p.strides() == b.strides() && is_contiguous(p, suggest_memory_format(p));
@@ -88,11 +97,12 @@ void SGD::step() {
   const double lr = lr_, m = options.momentum(), wd = options.weight_decay(), damp = options.dampening();
   // Per CUDA device, the parameters that step in one launch (after the loop).
   std::map<int, std::array<std::vector<Tensor>, 3>> foreach;
+  const bool may_foreach = options.foreach() && modes_allow_foreach();
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = grad_of(i, "SGD");
     if (!g.defined()) continue;
-    if (steps_in_foreach(i, g)) {
+    if (may_foreach && steps_in_foreach(i, g)) {
       auto& lists = foreach[p.device().index];
       lists[0].push_back(p), lists[1].push_back(g), lists[2].push_back(momentum_buffers_[i]);
       buffer_used_[i] = true;
