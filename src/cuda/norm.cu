@@ -5,24 +5,38 @@
 // one pointwise pass with them: three launches per batch norm, each way.
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 
 #include "cuda/launch.cuh"
 
 namespace kiln::cuda {
 namespace {
 
-// Chunks per channel: about four blocks per SM over all channels, each
-// chunk at least a few thousand elements.
-// Channels-last sums: blocks of 32 channels x 8 row lanes.
-constexpr int kClChannels = 32, kClRows = kThreads / kClChannels;
-int64_t channel_groups(const BatchNormCall& c) { return (c.C + kClChannels - 1) / kClChannels; }
+// Channels-last sums read V = 16 / sizeof(T) consecutive channels of a row
+// per thread (one 16-byte load: 8 bfloat16, 4 float32) when C % V == 0, else
+// one. A block is `lanes` threads across the row (lanes * V channels, at most
+// 32 lanes) times kThreads / lanes rows at a time.
+template <typename T>
+constexpr int kClVector = static_cast<int>(16 / sizeof(T));
+int cl_vector(const BatchNormCall& c) {
+  int v = 1;
+  visit_float(c.dtype, [&]<typename T>() { v = c.C % kClVector<T> == 0 ? kClVector<T> : 1; });
+  return v;
+}
+int cl_lanes(const BatchNormCall& c, int v) { return static_cast<int>(std::min<int64_t>(c.C / v, 32)); }
+int64_t channel_groups(const BatchNormCall& c, int v) {
+  const int64_t per_block = int64_t{cl_lanes(c, v)} * v;
+  return (c.C + per_block - 1) / per_block;
+}
 
+// Chunks per channel: about four blocks per SM over all channels (channel
+// groups when channels-last), each chunk at least a few thousand elements.
+// The scratch is sized by it, so it depends on the shape and dtype only.
 int64_t chunks_for(const BatchNormCall& c) {
   const int64_t per_channel = c.N * c.HW;
   if (c.channels_last) {
-    // About four blocks per SM over all channel groups, each chunk at least
-    // 512 rows (64 per row lane).
-    const int64_t groups = channel_groups(c);
+    // At least 512 rows a chunk.
+    const int64_t groups = channel_groups(c, cl_vector(c));
     int64_t chunks = (int64_t{c.num_sms} * 4 + groups - 1) / groups;
     const int64_t by_size = (per_channel + 511) / 512;
     if (chunks > by_size) chunks = by_size;
@@ -106,47 +120,73 @@ __global__ void channel_sums_kernel(BatchNormCall c, ChannelArray mean, int64_t 
 }
 
 // The channels-last version: x is [M = N * HW, C] in memory; block (group,
-// chunk) sums rows of its chunk for 32 consecutive channels (a warp reads
-// 32 neighbouring channels of one row), the 8 row lanes combined in shared
-// memory. Same scratch layout as channel_sums_kernel.
-template <typename T, int Mode, typename I>
-__global__ void channel_sums_cl_kernel(BatchNormCall c, ChannelArray mean, int64_t chunks) {
-  __shared__ double sa[kClRows][kClChannels + 1], sb[kClRows][kClChannels + 1];
-  const int tx = static_cast<int>(threadIdx.x) % kClChannels, ty = static_cast<int>(threadIdx.x) / kClChannels;
+// chunk) sums the rows of its chunk for lanes * V consecutive channels, each
+// thread V channels of one row per step (a 16-byte load when V > 1), the
+// row lanes combined in shared memory. Same scratch layout as
+// channel_sums_kernel. (One 2-byte load per thread and step, 32 channels a
+// block, made ResNet-18's bf16 batch norms 2-3x slower than their bytes
+// allow on an H100.)
+template <typename T, int Mode, typename I, int V>
+__global__ void channel_sums_cl_kernel(BatchNormCall c, ChannelArray mean, int64_t chunks, int lanes) {
+  struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+  };
+  __shared__ double sa[kThreads * V], sb[kThreads * V];
+  const int row_lanes = kThreads / lanes;
+  const int lane_c = static_cast<int>(threadIdx.x) % lanes, lane_r = static_cast<int>(threadIdx.x) / lanes;
   const I C = static_cast<I>(c.C);
-  const I ch = static_cast<I>(blockIdx.x) * kClChannels + static_cast<I>(tx);
+  const I width = static_cast<I>(lanes) * V;  // channels of the block
+  const I ch0 = static_cast<I>(blockIdx.x) * width + static_cast<I>(lane_c) * V;
   const I chunk = static_cast<I>(blockIdx.y);
   const I rows = static_cast<I>(c.N) * static_cast<I>(c.HW);
   const I len = (rows + static_cast<I>(chunks) - 1) / static_cast<I>(chunks);
   const I begin = chunk * len, end = begin + len < rows ? begin + len : rows;
-  const T* x = static_cast<const T*>(c.x);
-  const T* g = static_cast<const T*>(c.g);
-  double a = 0, b = 0;
-  if (ch < C) {
-    const double m = Mode == 0 ? 0.0 : load_channel(mean, ch, 0.0);
-    for (I r = begin + static_cast<I>(ty); r < end; r += kClRows) {
-      const I at = r * C + ch;
-      const double v = convert<double>(x[at]);
+  double a[V] = {}, b[V] = {};
+  if (lane_r < row_lanes && ch0 < C) {
+    const T* x = static_cast<const T*>(c.x) + ch0;
+    const T* g = static_cast<const T*>(c.g) + ch0;
+    double m[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) m[j] = Mode == 0 ? 0.0 : load_channel(mean, ch0 + static_cast<I>(j), 0.0);
+#pragma unroll 4
+    for (I r = begin + static_cast<I>(lane_r); r < end; r += static_cast<I>(row_lanes)) {
+      const Vec xv = *reinterpret_cast<const Vec*>(x + r * C);
       if constexpr (Mode == 0) {
-        a += v;
-        b += v * v;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const double v = convert<double>(xv.v[j]);
+          a[j] += v;
+          b[j] += v * v;
+        }
       } else {
-        const double gv = convert<double>(g[at]);
-        a += gv;
-        b += gv * (v - m);
+        const Vec gv = *reinterpret_cast<const Vec*>(g + r * C);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const double gj = convert<double>(gv.v[j]);
+          a[j] += gj;
+          b[j] += gj * (convert<double>(xv.v[j]) - m[j]);
+        }
       }
     }
   }
-  sa[ty][tx] = a;
-  sb[ty][tx] = b;
-  __syncthreads();
-  if (ty == 0 && ch < C) {
-    for (int k = 1; k < kClRows; ++k) {
-      a += sa[k][tx];
-      b += sb[k][tx];
+  if (lane_r < row_lanes) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      sa[lane_r * width + lane_c * V + j] = a[j];
+      sb[lane_r * width + lane_c * V + j] = b[j];
     }
-    c.scratch[static_cast<int64_t>(ch) * chunks + chunk] = a;
-    c.scratch[(c.C + ch) * chunks + chunk] = b;
+  }
+  __syncthreads();
+  for (int k = static_cast<int>(threadIdx.x); k < static_cast<int>(width); k += kThreads) {
+    const I ch = static_cast<I>(blockIdx.x) * width + static_cast<I>(k);
+    if (ch >= C) continue;
+    double s0 = 0, s1 = 0;
+    for (int r = 0; r < row_lanes; ++r) {
+      s0 += sa[r * width + k];
+      s1 += sb[r * width + k];
+    }
+    c.scratch[static_cast<int64_t>(ch) * chunks + chunk] = s0;
+    c.scratch[(c.C + ch) * chunks + chunk] = s1;
   }
 }
 
@@ -223,14 +263,22 @@ __global__ void finish_backward_kernel(BatchNormCall c, BatchNormFinish f, int64
   }
 }
 
+// How the apply pass finds an element's channel: NCHW, (e / HW) % C per
+// vector; channels-last, e % C per vector, or once per thread when the grid
+// stride is a multiple of C (the launcher sizes the grid so): a thread then
+// keeps the same V channels and their coefficients in registers.
+enum class ApplyLayout { Nchw, ClStrided, ClFixed };
+
 // The apply pass: out = k1*g + k2*x + k3 (backward) or x*k1 + k3 (forward)
 // per channel, V elements per thread and iteration. V = 16 / sizeof(T) gives
 // 16-byte loads and stores (8 bfloat16, 4 float32) where the layout allows:
 // channels-last with C % V == 0 (V consecutive channels of one pixel), NCHW
 // with HW % V == 0 (V pixels of one channel); V = 1 otherwise. (With one
 // element per thread ResNet-18's bf16 channels-last eval batch norm took 46 us
-// of CUDA time a call on an H100, torch's apply kernel 34.)
-template <typename T, typename I, bool ChannelsLast, int V>
+// of CUDA time a call on an H100, torch's apply kernel 34; reading the V
+// channels' three float64 coefficients per vector, 24 loads per 16 bytes of
+// data, is what ClFixed avoids.)
+template <typename T, typename I, ApplyLayout L, int V>
 __global__ void apply_kernel(BatchNormCall c, I nv) {
   struct alignas(sizeof(T) * V) Vec {
     T v[V];
@@ -240,24 +288,36 @@ __global__ void apply_kernel(BatchNormCall c, I nv) {
   Vec* out = static_cast<Vec*>(c.out);
   const I HW = static_cast<I>(c.HW), C = static_cast<I>(c.C);
   using A = Acc<T>;
-  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < nv;
-       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+  const I first = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  A k1[V], k2[V], k3[V];
+  auto load_coefficients = [&](I ch0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const I ch = L == ApplyLayout::Nchw ? ch0 : ch0 + static_cast<I>(j);
+      k1[j] = static_cast<A>(c.k1[ch]);
+      k2[j] = g != nullptr ? static_cast<A>(c.k2[ch]) : A(0);
+      k3[j] = static_cast<A>(c.k3[ch]);
+    }
+  };
+  if constexpr (L == ApplyLayout::ClFixed) {
+    if (first < nv) load_coefficients((first * static_cast<I>(V)) % C);
+  }
+  for (I i = first; i < nv; i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const I e = i * static_cast<I>(V);
-    const I ch0 = ChannelsLast ? e % C : (e / HW) % C;
+    if constexpr (L == ApplyLayout::Nchw) load_coefficients((e / HW) % C);
+    if constexpr (L == ApplyLayout::ClStrided) load_coefficients(e % C);
     const Vec xv = x[i];
     Vec gv{};
     if (g != nullptr) gv = g[i];
     Vec o;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const I ch = ChannelsLast ? ch0 + static_cast<I>(j) : ch0;
       const A xj = convert<A>(xv.v[j]);
-      const A k1 = static_cast<A>(c.k1[ch]);
       A r;
       if (g != nullptr) {
-        r = k1 * convert<A>(gv.v[j]) + static_cast<A>(c.k2[ch]) * xj + static_cast<A>(c.k3[ch]);
+        r = k1[j] * convert<A>(gv.v[j]) + k2[j] * xj + k3[j];
       } else {
-        r = xj * k1 + static_cast<A>(c.k3[ch]);
+        r = xj * k1[j] + k3[j];
       }
       o.v[j] = convert<T>(r);
     }
@@ -267,16 +327,25 @@ __global__ void apply_kernel(BatchNormCall c, I nv) {
 
 bool fits_int32(const BatchNormCall& c) { return c.N * c.C * c.HW < (int64_t{1} << 31); }
 
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 template <int Mode>
 void run_sums(const BatchNormCall& c, const ChannelArray& mean) {
   const int64_t chunks = chunks_for(c);
   if (c.channels_last) {
-    dim3 grid(static_cast<unsigned>(channel_groups(c)), static_cast<unsigned>(chunks));
     visit_float(c.dtype, [&]<typename T>() {
-      if (fits_int32(c))
-        channel_sums_cl_kernel<T, Mode, uint32_t><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks);
+      auto launch = [&]<int V>() {
+        const int lanes = cl_lanes(c, V);
+        dim3 grid(static_cast<unsigned>(channel_groups(c, V)), static_cast<unsigned>(chunks));
+        if (fits_int32(c))
+          channel_sums_cl_kernel<T, Mode, uint32_t, V><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks, lanes);
+        else
+          channel_sums_cl_kernel<T, Mode, int64_t, V><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks, lanes);
+      };
+      if (cl_vector(c) > 1 && aligned16(c.x) && aligned16(c.g))
+        launch.template operator()<kClVector<T>>();
       else
-        channel_sums_cl_kernel<T, Mode, int64_t><<<grid, kThreads, 0, c.stream>>>(c, mean, chunks);
+        launch.template operator()<1>();
     });
     KILN_CUDA_CHECK_LAUNCH("batch_norm");
     return;
@@ -321,21 +390,30 @@ void launch_batch_norm_backward(const BatchNormCall& c, const BatchNormFinish& f
 
 namespace {
 
+template <typename T, ApplyLayout L, int V>
+void launch_apply_as(const BatchNormCall& c, int64_t nv, unsigned blocks) {
+  if (fits_int32(c))
+    apply_kernel<T, uint32_t, L, V><<<blocks, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
+  else
+    apply_kernel<T, int64_t, L, V><<<blocks, kThreads, 0, c.stream>>>(c, nv);
+}
+
 // apply_kernel over n elements in vectors of V, int32 indexing where it fits.
+// Channels-last: the block count is rounded up to a multiple of
+// C / gcd(C, kThreads * V), so the grid stride (blocks * kThreads * V
+// elements) is a multiple of C and each thread keeps its channels (ClFixed),
+// unless that needs far more blocks than there is work for.
 template <typename T, int V>
 void launch_apply(const BatchNormCall& c, int64_t n) {
   const int64_t nv = n / V;
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<int64_t>((nv + kThreads - 1) / kThreads, int64_t{c.num_sms} * 16));
-  if (fits_int32(c)) {
-    if (c.channels_last)
-      apply_kernel<T, uint32_t, true, V><<<blocks, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
-    else
-      apply_kernel<T, uint32_t, false, V><<<blocks, kThreads, 0, c.stream>>>(c, static_cast<uint32_t>(nv));
-  } else {
-    if (c.channels_last) apply_kernel<T, int64_t, true, V><<<blocks, kThreads, 0, c.stream>>>(c, nv);
-    else apply_kernel<T, int64_t, false, V><<<blocks, kThreads, 0, c.stream>>>(c, nv);
-  }
+  const int64_t want = std::min<int64_t>((nv + kThreads - 1) / kThreads, int64_t{c.num_sms} * 16);
+  if (!c.channels_last) return launch_apply_as<T, ApplyLayout::Nchw, V>(c, nv, static_cast<unsigned>(want));
+  const int64_t unit = c.C / std::gcd(c.C, int64_t{kThreads} * V);
+  const int64_t blocks = (want + unit - 1) / unit * unit;
+  if (blocks <= std::max<int64_t>(2 * want, 65535) && blocks <= (int64_t{1} << 31) - 1)
+    launch_apply_as<T, ApplyLayout::ClFixed, V>(c, nv, static_cast<unsigned>(blocks));
+  else
+    launch_apply_as<T, ApplyLayout::ClStrided, V>(c, nv, static_cast<unsigned>(want));
 }
 
 }  // namespace
@@ -345,8 +423,7 @@ void launch_batch_norm_apply(const BatchNormCall& c) {
   if (n == 0) return;
   visit_float(c.dtype, [&]<typename T>() {
     constexpr int V = static_cast<int>(16 / sizeof(T));
-    auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned(c.x) && aligned(c.g) && aligned(c.out))
+    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned16(c.x) && aligned16(c.g) && aligned16(c.out))
       launch_apply<T, V>(c, n);
     else
       launch_apply<T, 1>(c, n);

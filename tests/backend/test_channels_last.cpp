@@ -212,6 +212,60 @@ TEST(ChannelsLastCuda, OpsKeepTheLayout) {
   }
 }
 
+// Channels-last batch norm on CUDA against the CPU's NCHW result, forward
+// (y, running and saved statistics) and backward, over the channel counts
+// that pick each of its paths: 16-byte vectors of channels or one channel a
+// thread (C % (16 / element size)), one or several channel groups a block
+// (more than 32 vectors of channels), grid strides that keep each thread's
+// channels or not (C and the block size), and an operand 16-byte misaligned.
+TEST(ChannelsLastCuda, BatchNormMatchesCpuForEveryChannelCount) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    Shape shape;
+    bool misaligned;
+  };
+  const std::vector<Case> cases = {{{4, 3, 5, 5}, false},  {{2, 12, 7, 7}, false}, {{2, 96, 5, 5}, false},
+                                   {{2, 320, 3, 3}, false}, {{3, 64, 4, 4}, true},  {{2, 1000, 2, 2}, false}};
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    // Outputs round to dt; the statistics and weight gradients are float64
+    // sums of the same inputs on both sides.
+    const double tol = dt == DType::Float32 ? 1e-5 : 2e-2, tol_stats = dt == DType::Float32 ? 1e-5 : 1e-4;
+    for (const Case& k : cases) {
+      const int64_t N = k.shape[0], C = k.shape[1], H = k.shape[2], W = k.shape[3];
+      const std::string what = shape_str(k.shape) + (k.misaligned ? " misaligned " : " ") + dtype_name(dt);
+      Tensor x = add(mul(randn_seeded(k.shape, 21), 2.0), 0.5).to(dt), go = randn_seeded(k.shape, 22).to(dt);
+      Tensor w = randn_seeded({C}, 23), b = randn_seeded({C}, 24);
+      // The CUDA operands channels-last; misaligned: one element into a buffer.
+      auto cuda_cl = [&](const Tensor& t) {
+        if (!k.misaligned) return contiguous(t.to(kCuda), MemoryFormat::ChannelsLast);
+        Tensor flat = zeros({N * C * H * W + 1}, dtype(dt).with_device(kCuda));
+        Tensor nhwc = flat.slice(0, 1, N * C * H * W + 1).view({N, H, W, C}).permute({0, 3, 1, 2});
+        nhwc.copy_(t.to(kCuda));
+        return nhwc;
+      };
+      Tensor xc = cuda_cl(x), goc = cuda_cl(go);
+      ASSERT_TRUE(is_cl(xc)) << what;
+      ASSERT_EQ(k.misaligned, reinterpret_cast<uintptr_t>(xc.data_ptr()) % 16 != 0) << what;
+      Tensor rm = zeros({C}), rv = ones({C}), rmc = rm.to(kCuda), rvc = rv.to(kCuda);
+      Tensor y = batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+      Tensor yc = batch_norm(xc, w.to(kCuda), b.to(kCuda), rmc, rvc, true, 0.1, 1e-5);
+      EXPECT_LE(scaled_error(yc.to(Device::cpu()), y), tol) << "y " << what;
+      EXPECT_LE(scaled_error(rmc.to(Device::cpu()), rm), tol_stats) << "running_mean " << what;
+      EXPECT_LE(scaled_error(rvc.to(Device::cpu()), rv), tol_stats) << "running_var " << what;
+      const double eps = 1e-5;
+      Tensor xf = x.to(DType::Float32);
+      Tensor save_mean = mean(xf, {0, 2, 3}), save_invstd = rsqrt(add(var(xf, {0, 2, 3}, 0), eps));
+      auto [gx, gw, gb] = batch_norm_backward(go, x, w, save_mean, save_invstd, true, eps);
+      auto [gxc, gwc, gbc] =
+          batch_norm_backward(goc, xc, w.to(kCuda), save_mean.to(kCuda), save_invstd.to(kCuda), true, eps);
+      EXPECT_TRUE(is_cl(gxc)) << what;
+      EXPECT_LE(scaled_error(gxc.to(Device::cpu()), gx), tol) << "grad_x " << what;
+      EXPECT_LE(scaled_error(gwc.to(Device::cpu()), gw), tol_stats) << "grad_weight " << what;
+      EXPECT_LE(scaled_error(gbc.to(Device::cpu()), gb), tol_stats) << "grad_bias " << what;
+    }
+  }
+}
+
 // Training with channels-last in steady state: no cudaMalloc, as NCHW.
 TEST(ChannelsLastCuda, TrainingSteadyStateMakesNoCudaMalloc) {
   SKIP_WITHOUT_CUDA();
