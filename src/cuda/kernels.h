@@ -10,6 +10,10 @@ namespace kiln::cuda {
 
 constexpr int kMaxDims = 8;
 
+// Whether p may be read in 16-byte vectors (null counts: an absent operand
+// does not stop the vector path).
+inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // kiln::DType's order (kept in step by a static_assert in ops.cpp).
 enum class Scalar : uint8_t { Bool, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
 

@@ -30,23 +30,22 @@ int64_t channel_groups(const BatchNormCall& c, int v) {
 }
 
 // Chunks per channel: about four blocks per SM over all channels (channel
-// groups when channels-last), each chunk at least a few thousand elements.
-// The scratch is sized by it, so it depends on the shape and dtype only.
+// groups when channels-last), each block summing at least 16K elements of
+// each operand (a row-count floor starved the GPU where rows are wide: 32
+// blocks for a 512-channel 4x4 layer at batch 512). The scratch is sized by
+// it, so it depends on the shape and dtype only.
 int64_t chunks_for(const BatchNormCall& c) {
+  constexpr int64_t kMinElements = 16384;
   const int64_t per_channel = c.N * c.HW;
+  int64_t blocks_per_chunk = c.C, min_len = kMinElements;  // NCHW: a block sums one channel
   if (c.channels_last) {
-    // At least 512 rows a chunk.
-    const int64_t groups = channel_groups(c, cl_vector(c));
-    int64_t chunks = (int64_t{c.num_sms} * 4 + groups - 1) / groups;
-    const int64_t by_size = (per_channel + 511) / 512;
-    if (chunks > by_size) chunks = by_size;
-    if (chunks > 1024) chunks = 1024;
-    return chunks < 1 ? 1 : chunks;
+    const int v = cl_vector(c);
+    blocks_per_chunk = channel_groups(c, v);
+    const int64_t width = std::min<int64_t>(int64_t{cl_lanes(c, v)} * v, c.C);
+    min_len = (kMinElements + width - 1) / width;  // rows
   }
-  int64_t chunks = (int64_t{c.num_sms} * 4 + c.C - 1) / c.C;
-  const int64_t by_size = (per_channel + 4095) / 4096;
-  if (chunks > by_size) chunks = by_size;
-  if (chunks > 1024) chunks = 1024;
+  int64_t chunks = (int64_t{c.num_sms} * 4 + blocks_per_chunk - 1) / blocks_per_chunk;
+  chunks = std::min({chunks, (per_channel + min_len - 1) / min_len, int64_t{1024}});
   return chunks < 1 ? 1 : chunks;
 }
 
@@ -190,77 +189,87 @@ __global__ void channel_sums_cl_kernel(BatchNormCall c, ChannelArray mean, int64
   }
 }
 
+// The totals of channel ch's chunks, summed by the 32 lanes of a warp and
+// valid in every lane (one thread per channel walking a thousand chunks in
+// a row was a serial chain of L2 reads per batch norm).
 __device__ inline void channel_totals(const double* scratch, int64_t C, int64_t chunks, int64_t ch, double* s0,
                                       double* s1) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
   double a = 0, b = 0;
-  for (int64_t k = 0; k < chunks; ++k) {
+  for (int64_t k = lane; k < chunks; k += 32) {
     a += scratch[ch * chunks + k];
     b += scratch[(C + ch) * chunks + k];
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
   }
   *s0 = a;
   *s1 = b;
 }
 
-// One thread per channel: the statistics (training: from the sums; eval:
+// The finish kernels run one warp per channel; lane 0 writes.
+__device__ inline int64_t warp_channel() { return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; }
+
+// One warp per channel: the statistics (training: from the sums; eval:
 // the running ones), the running-stat update (PyTorch's rule: running =
 // (1 - momentum) running + momentum batch, with the unbiased variance, in
 // place as the CPU kernel does), save_mean/save_invstd, and the apply
 // coefficients k1 = invstd * weight, k3 = bias - mean * k1.
 __global__ void finish_forward_kernel(BatchNormCall c, BatchNormFinish f, int64_t chunks, double* k1, double* k3) {
   const double count = static_cast<double>(c.N * c.HW);
-  for (int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ch < c.C;
-       ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double mean, var;
-    if (f.training) {
-      double s, q;
-      channel_totals(c.scratch, c.C, chunks, ch, &s, &q);
-      mean = s / count;
-      var = q / count - mean * mean;
-      if (var < 0) var = 0;
-      if (f.running_mean.data != nullptr)
-        store_channel(f.running_mean, ch,
-                      (1.0 - f.momentum) * load_channel(f.running_mean, ch, 0.0) + f.momentum * mean);
-      if (f.running_var.data != nullptr)
-        store_channel(f.running_var, ch,
-                      (1.0 - f.momentum) * load_channel(f.running_var, ch, 1.0) +
-                          var * (f.momentum * count / (count - 1.0)));
-    } else {
-      mean = load_channel(f.running_mean, ch, 0.0);
-      var = load_channel(f.running_var, ch, 1.0);
-    }
-    const double invstd = 1.0 / sqrt(var + f.eps);
-    const double scale = invstd * load_channel(f.weight, ch, 1.0);
-    k1[ch] = scale;
-    k3[ch] = load_channel(f.bias, ch, 0.0) - mean * scale;
-    store_channel(f.save_mean, ch, mean);
-    store_channel(f.save_invstd, ch, invstd);
+  const int64_t ch = warp_channel();
+  if (ch >= c.C) return;
+  double s = 0, q = 0;
+  if (f.training) channel_totals(c.scratch, c.C, chunks, ch, &s, &q);
+  if (threadIdx.x % 32 != 0) return;
+  double mean, var;
+  if (f.training) {
+    mean = s / count;
+    var = q / count - mean * mean;
+    if (var < 0) var = 0;
+    if (f.running_mean.data != nullptr)
+      store_channel(f.running_mean, ch, (1.0 - f.momentum) * load_channel(f.running_mean, ch, 0.0) + f.momentum * mean);
+    if (f.running_var.data != nullptr)
+      store_channel(f.running_var, ch,
+                    (1.0 - f.momentum) * load_channel(f.running_var, ch, 1.0) +
+                        var * (f.momentum * count / (count - 1.0)));
+  } else {
+    mean = load_channel(f.running_mean, ch, 0.0);
+    var = load_channel(f.running_var, ch, 1.0);
   }
+  const double invstd = 1.0 / sqrt(var + f.eps);
+  const double scale = invstd * load_channel(f.weight, ch, 1.0);
+  k1[ch] = scale;
+  k3[ch] = load_channel(f.bias, ch, 0.0) - mean * scale;
+  store_channel(f.save_mean, ch, mean);
+  store_channel(f.save_invstd, ch, invstd);
 }
 
-// One thread per channel: grad_weight = sum g (x - mean) invstd, grad_bias =
+// One warp per channel: grad_weight = sum g (x - mean) invstd, grad_bias =
 // sum g, and grad_x = k1 g + k2 x + k3 (the CPU kernel's coefficients; eval:
 // k2 = k3 = 0).
 __global__ void finish_backward_kernel(BatchNormCall c, BatchNormFinish f, int64_t chunks, double* k1, double* k2,
                                        double* k3) {
   const double cnt = static_cast<double>(c.N * c.HW);
-  for (int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ch < c.C;
-       ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double sum_g, sum_gd;
-    channel_totals(c.scratch, c.C, chunks, ch, &sum_g, &sum_gd);
-    const double mean = load_channel(f.save_mean, ch, 0.0), invstd = load_channel(f.save_invstd, ch, 1.0);
-    const double a = invstd * load_channel(f.weight, ch, 1.0);
-    k1[ch] = a;
-    if (f.training) {
-      const double b = invstd * invstd * invstd * load_channel(f.weight, ch, 1.0) * sum_gd / -cnt;
-      k2[ch] = b;
-      k3[ch] = a * sum_g / -cnt - mean * b;
-    } else {
-      k2[ch] = 0;
-      k3[ch] = 0;
-    }
-    store_channel(f.grad_weight, ch, sum_gd * invstd);
-    store_channel(f.grad_bias, ch, sum_g);
+  const int64_t ch = warp_channel();
+  if (ch >= c.C) return;
+  double sum_g, sum_gd;
+  channel_totals(c.scratch, c.C, chunks, ch, &sum_g, &sum_gd);
+  if (threadIdx.x % 32 != 0) return;
+  const double mean = load_channel(f.save_mean, ch, 0.0), invstd = load_channel(f.save_invstd, ch, 1.0);
+  const double a = invstd * load_channel(f.weight, ch, 1.0);
+  k1[ch] = a;
+  if (f.training) {
+    const double b = invstd * invstd * invstd * load_channel(f.weight, ch, 1.0) * sum_gd / -cnt;
+    k2[ch] = b;
+    k3[ch] = a * sum_g / -cnt - mean * b;
+  } else {
+    k2[ch] = 0;
+    k3[ch] = 0;
   }
+  store_channel(f.grad_weight, ch, sum_gd * invstd);
+  store_channel(f.grad_bias, ch, sum_g);
 }
 
 // How the apply pass finds an element's channel: NCHW, (e / HW) % C per
@@ -290,13 +299,29 @@ __global__ void apply_kernel(BatchNormCall c, I nv) {
   using A = Acc<T>;
   const I first = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
   A k1[V], k2[V], k3[V];
+  // Channels-last with V > 1: V consecutive channels from ch0 (a multiple of
+  // V, so even: 16-byte double2 loads, half the load instructions; with one
+  // or two vectors a thread, as in ResNet-18's 256- and 512-channel layers,
+  // these loads were most of the pass).
   auto load_coefficients = [&](I ch0) {
+    if constexpr (L != ApplyLayout::Nchw && V % 2 == 0) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const I ch = L == ApplyLayout::Nchw ? ch0 : ch0 + static_cast<I>(j);
-      k1[j] = static_cast<A>(c.k1[ch]);
-      k2[j] = g != nullptr ? static_cast<A>(c.k2[ch]) : A(0);
-      k3[j] = static_cast<A>(c.k3[ch]);
+      for (int j = 0; j < V; j += 2) {
+        const double2 a = *reinterpret_cast<const double2*>(c.k1 + ch0 + j);
+        const double2 b = g != nullptr ? *reinterpret_cast<const double2*>(c.k2 + ch0 + j) : double2{0, 0};
+        const double2 d = *reinterpret_cast<const double2*>(c.k3 + ch0 + j);
+        k1[j] = static_cast<A>(a.x), k1[j + 1] = static_cast<A>(a.y);
+        k2[j] = static_cast<A>(b.x), k2[j + 1] = static_cast<A>(b.y);
+        k3[j] = static_cast<A>(d.x), k3[j + 1] = static_cast<A>(d.y);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const I ch = L == ApplyLayout::Nchw ? ch0 : ch0 + static_cast<I>(j);
+        k1[j] = static_cast<A>(c.k1[ch]);
+        k2[j] = g != nullptr ? static_cast<A>(c.k2[ch]) : A(0);
+        k3[j] = static_cast<A>(c.k3[ch]);
+      }
     }
   };
   if constexpr (L == ApplyLayout::ClFixed) {
@@ -326,8 +351,6 @@ __global__ void apply_kernel(BatchNormCall c, I nv) {
 }
 
 bool fits_int32(const BatchNormCall& c) { return c.N * c.C * c.HW < (int64_t{1} << 31); }
-
-bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <int Mode>
 void run_sums(const BatchNormCall& c, const ChannelArray& mean) {
@@ -360,7 +383,10 @@ void run_sums(const BatchNormCall& c, const ChannelArray& mean) {
   KILN_CUDA_CHECK_LAUNCH("batch_norm");
 }
 
-unsigned channel_blocks(const BatchNormCall& c) { return static_cast<unsigned>((c.C + kThreads - 1) / kThreads); }
+// Blocks for the finish kernels: one warp per channel.
+unsigned channel_blocks(const BatchNormCall& c) {
+  return static_cast<unsigned>((c.C * 32 + kThreads - 1) / kThreads);
+}
 
 }  // namespace
 
@@ -406,7 +432,12 @@ void launch_apply_as(const BatchNormCall& c, int64_t nv, unsigned blocks) {
 template <typename T, int V>
 void launch_apply(const BatchNormCall& c, int64_t n) {
   const int64_t nv = n / V;
-  const int64_t want = std::min<int64_t>((nv + kThreads - 1) / kThreads, int64_t{c.num_sms} * 16);
+  // At least four vectors a thread where the tensor allows, so a thread's
+  // coefficient loads serve several vectors (one a thread left ResNet-18's
+  // 512-channel 4x4 layers at a quarter of the memory's bandwidth).
+  constexpr int64_t kVectorsPerThread = 4;
+  const int64_t want = std::min<int64_t>((nv + kThreads * kVectorsPerThread - 1) / (kThreads * kVectorsPerThread),
+                                         int64_t{c.num_sms} * 16);
   if (!c.channels_last) return launch_apply_as<T, ApplyLayout::Nchw, V>(c, nv, static_cast<unsigned>(want));
   const int64_t unit = c.C / std::gcd(c.C, int64_t{kThreads} * V);
   const int64_t blocks = (want + unit - 1) / unit * unit;
@@ -423,7 +454,10 @@ void launch_batch_norm_apply(const BatchNormCall& c) {
   if (n == 0) return;
   visit_float(c.dtype, [&]<typename T>() {
     constexpr int V = static_cast<int>(16 / sizeof(T));
-    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned16(c.x) && aligned16(c.g) && aligned16(c.out))
+    // (Channels-last vectors also read the coefficients in pairs.)
+    const bool coefficients = !c.channels_last || (aligned16(c.k1) && aligned16(c.k2) && aligned16(c.k3));
+    if ((c.channels_last ? c.C % V == 0 : c.HW % V == 0) && aligned16(c.x) && aligned16(c.g) && aligned16(c.out) &&
+        coefficients)
       launch_apply<T, V>(c, n);
     else
       launch_apply<T, 1>(c, n);
