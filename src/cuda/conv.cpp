@@ -24,6 +24,7 @@
 #include "cuda/check.h"
 #include "cuda/conv_cudnn.h"
 #include "cuda/cudnn_util.h"
+#include "cuda/kernels.h"
 #include "kiln/cuda.h"
 #include "kiln/memory_format.h"
 #include "kiln/ops.h"
@@ -119,43 +120,63 @@ Geom geometry(const Shape& x, const Shape& w, const Shape& y, const Attrs& a) {
   return g;
 }
 
-using Key = std::array<int64_t, 20>;
+// KILN_CUDNN_FUSE=0: a forward convolution's bias and activation always run
+// as kiln's own kernels after it, never in its cuDNN graph.
+bool epilogue_enabled() {
+  static const bool on = !env_is("KILN_CUDNN_FUSE", "0");
+  return on;
+}
 
-const ConvPlan& plan_for(int device, cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o,
-                         bool cl) {
+using Key = std::array<int64_t, 22>;
+
+// The plan of a shape (made on the first call, kept for the process). With
+// an epilogue: the graph plan that computes it, or nullptr (kept too) when
+// no engine takes it.
+const ConvPlan* plan_for(int device, cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o,
+                         bool cl, Epilogue e) {
   static std::map<Key, std::unique_ptr<ConvPlan>> cache;
   static std::mutex mu;
   const Key key{device, static_cast<int64_t>(kind), static_cast<int64_t>(dt), g.N, g.C, g.H, g.W, g.O, g.KH, g.KW,
-                g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, cl ? 1 : 0};
+                g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, cl ? 1 : 0, e.bias ? 1 : 0,
+                static_cast<int64_t>(e.act)};
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
+  if (it != cache.end()) return it->second.get();
   std::unique_ptr<ConvPlan> p;
-  if (graph_enabled()) p = make_graph_plan(h, kind, g, dt, o, cl);
-  if (!p) p = make_legacy_plan(h, kind, g, dt, o, cl);
-  return *cache.emplace(key, std::move(p)).first->second;
+  if (e.any()) {
+    try {
+      p = make_graph_plan(h, kind, g, dt, o, cl, e);
+    } catch (const Error&) {  // a descriptor of the epilogue this cuDNN refuses
+      p = nullptr;
+    }
+    if (!p) log_plan("graph with epilogue", kind, g, dt, "no engine: runs unfused", 0);
+  } else {
+    if (graph_enabled()) p = make_graph_plan(h, kind, g, dt, o, cl);
+    if (!p) p = make_legacy_plan(h, kind, g, dt, o, cl);
+  }
+  return cache.emplace(key, std::move(p)).first->second.get();
 }
-
-bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 // t in format fmt at a 16-byte aligned address (the graph plans' promise to
 // cuDNN): a no-op for tensors the allocator made, a copy for odd views.
 Tensor dense_aligned(const Tensor& t, MemoryFormat fmt) {
   Tensor c = contiguous(t, fmt);
-  if (aligned16(c)) return c;
+  if (aligned16(c.data_ptr())) return c;
   Tensor copy = empty(t.shape(), t.dtype(), t.device(), fmt);
   copy.copy_(t);
   return copy;
 }
 
 // out = kind(a, b) where (a, b) is (x, w) forward, (dy, w) for the input's
-// gradient and (dy, x) for the weight's.
-void run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+// gradient and (dy, x) for the weight's; forward, with epilogue e (bias of
+// out's dtype) when a graph plan takes it. Returns whether e was applied.
+bool run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const Tensor& out,
+         const Tensor& bias = Tensor(), Epilogue e = {}) {
   const int device = out.device().index;
-  if (out.numel() == 0) return;
+  if (out.numel() == 0) return true;
   if (a_in.numel() == 0 || b_in.numel() == 0) {  // an empty sum
     Tensor(out).fill_(0.0);
-    return;
+    return false;
   }
   // Channels-last when an activation of the call is (x, y, dy; the weight
   // follows): every operand is then made NHWC, a no-op for those already so
@@ -165,22 +186,42 @@ void run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const
                   suggest_memory_format(act_b) == MemoryFormat::ChannelsLast;
   const MemoryFormat fmt = cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   Tensor a = dense_aligned(a_in, fmt), b = dense_aligned(b_in, fmt);
-  Tensor o = is_contiguous(out, fmt) && aligned16(out) ? out : empty(out.shape(), out.dtype(), out.device(), fmt);
+  Tensor o = is_contiguous(out, fmt) && aligned16(out.data_ptr()) ? out
+                                                                  : empty(out.shape(), out.dtype(), out.device(), fmt);
   cudnnHandle_t h = cudnn_handle(device, kind_name(kind));
-  const Operands ops{a.data_ptr(), b.data_ptr(), o.data_ptr(), out.device()};
-  const ConvPlan& p = plan_for(device, h, kind, g, out.dtype(), ops, cl);
+  Operands ops{a.data_ptr(), b.data_ptr(), o.data_ptr(), out.device()};
+  Tensor bias_dense;
+  if (e.bias) {
+    bias_dense = dense_aligned(bias, MemoryFormat::Contiguous);
+    ops.bias = bias_dense.data_ptr();
+  }
+  const ConvPlan* p = e.any() && epilogue_enabled() ? plan_for(device, h, kind, g, out.dtype(), ops, cl, e) : nullptr;
+  const bool fused = p != nullptr;
+  if (!fused) p = plan_for(device, h, kind, g, out.dtype(), ops, cl, {});
   Tensor ws;
-  if (p.workspace() > 0) ws = Tensor::empty({static_cast<int64_t>(p.workspace())}, DType::UInt8, out.device());
-  p.run(h, ops, p.workspace() > 0 ? ws.data_ptr() : nullptr);
+  if (p->workspace() > 0) ws = Tensor::empty({static_cast<int64_t>(p->workspace())}, DType::UInt8, out.device());
+  p->run(h, ops, p->workspace() > 0 ? ws.data_ptr() : nullptr);
   if (!o.shares_storage(out)) Tensor(out).copy_(o);
+  return fused || !e.any();
 }
 
 }  // namespace
 
+// The bias, then the activation nn::fuse_modules and the compiler's
+// fuse_conv_activation set (attribute `activation`, "relu" or "gelu" with
+// erf; the infer rule checked the name): in the convolution's cuDNN graph
+// where an engine takes it, else applied in place after it.
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Geom g = geometry(in[0].shape(), in[1].shape(), out[0].shape(), a);
-  run(Kind::Forward, g, in[0], in[1], out[0]);
-  if (in.size() > 2 && in[2].defined()) out[0].add_(in[2].view({1, g.O, 1, 1}));
+  const bool has_bias = in.size() > 2 && in[2].defined();
+  const std::string act = a.has("activation") ? a.s("activation") : "";
+  Epilogue e;
+  e.act = act == "relu" ? Activation::Relu : act == "gelu" ? Activation::Gelu : Activation::None;
+  e.bias = has_bias;
+  if (has_bias && in[2].dtype() != out[0].dtype()) e = {};  // the graph takes a bias of the output's dtype
+  if (run(Kind::Forward, g, in[0], in[1], out[0], has_bias ? in[2] : Tensor(), e) && e.any()) return;
+  if (has_bias) out[0].add_(in[2].view({1, g.O, 1, 1}));
+  if (!act.empty()) out[0].copy_(act == "relu" ? relu(out[0]) : gelu(out[0], "none"));
 }
 
 void conv2d_backward_input_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {

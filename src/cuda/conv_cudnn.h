@@ -33,6 +33,18 @@ struct Operands {
   const void* b;
   void* out;
   Device device;
+  const void* bias = nullptr;  // [O], out's dtype: a forward plan with Epilogue::bias only
+};
+
+// What a forward graph plan computes after the convolution, in the same
+// cuDNN graph (the convolution's result stays in float32, in registers):
+// out = act(conv + bias). Where no engine takes the graph the caller runs
+// the plain convolution and applies the bias and activation itself.
+enum class Activation { None, Relu, Gelu /* erf */ };
+struct Epilogue {
+  bool bias = false;
+  Activation act = Activation::None;
+  bool any() const { return bias || act != Activation::None; }
 };
 
 // Which roundings a plan may bring in. exact: float64, and float32 unless
@@ -66,10 +78,10 @@ class ConvPlan {
 // cl: every operand NHWC (filters KRSC), else NCHW / OIHW.
 std::unique_ptr<ConvPlan> make_legacy_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o,
                                            bool cl);
-// nullptr when no engine of the backend API takes the shape. Its operands
-// must be 16-byte aligned.
+// nullptr when no engine of the backend API takes the shape (and the
+// epilogue: forward only, not float64). Its operands must be 16-byte aligned.
 std::unique_ptr<ConvPlan> make_graph_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o,
-                                          bool cl);
+                                          bool cl, Epilogue e = {});
 
 void log_plan(const char* api, Kind kind, const Geom& g, DType dt, const char* choice, size_t workspace);
 

@@ -6,6 +6,14 @@
 // finalizes). A call then only builds a variant pack (its three pointers and
 // the workspace) and runs cudnnBackendExecute.
 //
+// A forward convolution may carry an epilogue (conv_cudnn.h's Epilogue: bias,
+// then ReLU or GELU): the graph is then conv -> add -> activation with the
+// intermediate results virtual (float32, never written to memory), as
+// nn::fuse_modules' eval layers want. Engines compiled at run time are the
+// usual ones to take such graphs; KILN_CUDNN_RUNTIME_FUSION=1 allows them
+// (each shape then costs a compile on its first call), else a graph no
+// precompiled engine takes runs unfused.
+//
 // Why not the legacy calls: in cuDNN 9 cudnnConvolutionForward and its
 // backward twins cost about 100-130 us of host time each (ResNet-18, bf16,
 // channels-last, H100: more than many of the kernels they start), which left
@@ -16,6 +24,7 @@
 // (TF32); Winograd's engines only where numerics allow. Engines compiled at
 // run time (NVRTC, seconds each) are left out.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,16 +37,19 @@ namespace kiln::cuda {
 
 namespace {
 
-enum Uid : int64_t { kUidA = 1, kUidB = 2, kUidOut = 3 };
+// The call's operands, then the epilogue's: the bias and the virtual
+// (never materialized) results of the convolution and of the bias add.
+enum Uid : int64_t { kUidA = 1, kUidB = 2, kUidOut = 3, kUidBias = 4, kUidConvOut = 5, kUidBiased = 6 };
 
 // How many ranked engine configs are tried: enough for the fastest to be
 // among them on ResNet-18's and airbench's shapes, few enough that planning
 // a shape stays within tens of milliseconds.
 constexpr size_t kMaxCandidates = 12;
 
-// dims and strides of a 4-d NCHW (or NHWC when cl) tensor.
+// dims and strides of a 4-d NCHW (or NHWC when cl) tensor; a virtual one
+// lives inside a fused graph only.
 BackendDesc tensor_desc(int64_t uid, cudnnDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w, bool cl,
-                        const char* op) {
+                        const char* op, bool is_virtual = false) {
   const int64_t dims[4] = {n, c, h, w};
   int64_t strides[4];
   if (cl) {
@@ -51,6 +63,7 @@ BackendDesc tensor_desc(int64_t uid, cudnnDataType_t t, int64_t n, int64_t c, in
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
       .set_i64(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid)
       .set_i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
+  if (is_virtual) d.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   d.finalize();
   return d;
 }
@@ -71,6 +84,43 @@ BackendDesc conv_desc(const Geom& g, DType dt, const char* op) {
   return d;
 }
 
+// The attribute names of one kind's operation node: its three tensors (the
+// roles of conv_op's x, w, y), the convolution and the two scales.
+struct NodeAttributes {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+};
+
+NodeAttributes node_attributes(Kind kind) {
+  switch (kind) {
+    case Kind::Forward:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+    case Kind::BackwardData:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+    case Kind::BackwardFilter:
+      break;
+  }
+  return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+}
+
 // The operation node: x, w, y are the activation, filter and output
 // descriptors whatever the kind (their uids say which pointer is which).
 BackendDesc conv_op(Kind kind, const BackendDesc& x, const BackendDesc& w, const BackendDesc& y,
@@ -81,35 +131,30 @@ BackendDesc conv_op(Kind kind, const BackendDesc& x, const BackendDesc& w, const
   const cudnnBackendAttributeType_t scalar = dbl ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
   const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
-  if (kind == Kind::Forward) {
-    BackendDesc d(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, op);
-    d.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
-        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
-        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y)
-        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, scalar, 1, one)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, scalar, 1, zero);
-    d.finalize();
-    return d;
-  }
-  if (kind == Kind::BackwardData) {
-    BackendDesc d(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, op);
-    d.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x)
-        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
-        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y)
-        .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, scalar, 1, one)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, scalar, 1, zero);
-    d.finalize();
-    return d;
-  }
-  BackendDesc d(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, op);
-  d.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, scalar, 1, one)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, scalar, 1, zero);
+  const NodeAttributes a = node_attributes(kind);
+  BackendDesc d(a.type, op);
+  d.set_desc(a.x, x)
+      .set_desc(a.w, w)
+      .set_desc(a.y, y)
+      .set_desc(a.conv, conv)
+      .set(a.alpha, scalar, 1, one)
+      .set(a.beta, scalar, 1, zero);
+  d.finalize();
+  return d;
+}
+
+// A pointwise node y = mode(x[, b]) computed in float32.
+BackendDesc pointwise_op(cudnnPointwiseMode_t mode, const BackendDesc& x, const BackendDesc* b, const BackendDesc& y,
+                         const char* op) {
+  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  BackendDesc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, op);
+  pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+  pw.finalize();
+  BackendDesc d(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op);
+  d.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw).set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b != nullptr) d.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  d.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   d.finalize();
   return d;
 }
@@ -149,8 +194,8 @@ std::vector<Note> notes_of(const BackendDesc& engine, cudnnBackendAttributeName_
 }
 
 // Whether a config's engine keeps within `num`, and is not compiled at run
-// time.
-bool allowed(const BackendDesc& cfg, Numerics num, std::string* engine_name, const char* op) {
+// time unless `runtime_compiled` allows.
+bool allowed(const BackendDesc& cfg, Numerics num, bool runtime_compiled, std::string* engine_name, const char* op) {
   BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, op);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t n = 0;
@@ -170,18 +215,20 @@ bool allowed(const BackendDesc& cfg, Numerics num, std::string* engine_name, con
   }
   for (auto note : notes_of<cudnnBackendBehaviorNote_t>(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
                                                         CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, op))
-    if (note == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;
+    if (note == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION && !runtime_compiled) return false;
   return true;
 }
 
-// Runs `plan` on o's buffers: a variant pack of the three pointers and the
-// workspace (made per call: pointers change from call to call).
-void execute(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, void* ws, const char* op) {
-  void* ptrs[3] = {const_cast<void*>(o.a), const_cast<void*>(o.b), o.out};
-  const int64_t uids[3] = {kUidA, kUidB, kUidOut};
+// Runs `plan` on o's buffers: a variant pack of the three pointers (four
+// with a bias) and the workspace (made per call: pointers change from call
+// to call).
+void execute(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, bool bias, void* ws, const char* op) {
+  void* ptrs[4] = {const_cast<void*>(o.a), const_cast<void*>(o.b), o.out, const_cast<void*>(o.bias)};
+  const int64_t uids[4] = {kUidA, kUidB, kUidOut, kUidBias};
+  const int64_t n = bias ? 4 : 3;
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, op);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs)
-      .set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids)
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs)
+      .set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids)
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
   pack.finalize();
   KILN_CUDNN_CHECK(cudnnBackendExecute(h, plan.get(), pack.get()), op);
@@ -189,30 +236,31 @@ void execute(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, void* 
 
 class GraphPlan final : public ConvPlan {
  public:
-  GraphPlan(BackendDesc plan, size_t workspace, const char* op)
-      : plan_(std::move(plan)), workspace_(workspace), op_(op) {}
+  GraphPlan(BackendDesc plan, size_t workspace, bool bias, const char* op)
+      : plan_(std::move(plan)), workspace_(workspace), bias_(bias), op_(op) {}
   size_t workspace() const override { return workspace_; }
-  void run(cudnnHandle_t h, const Operands& o, void* ws) const override { execute(h, plan_, o, ws, op_); }
+  void run(cudnnHandle_t h, const Operands& o, void* ws) const override { execute(h, plan_, o, bias_, ws, op_); }
 
  private:
   BackendDesc plan_;
   size_t workspace_;
+  bool bias_;
   const char* op_;
 };
 
 // Milliseconds of one run of `p` (the best of three after a warm-up), or a
 // negative number when it fails to run.
-float time_plan(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, void* ws, const char* op) {
+float time_plan(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, bool bias, void* ws, const char* op) {
   cudaStream_t s = stream_for(o.device.index);
   cudaEvent_t start, stop;
   KILN_CUDA_CHECK(cudaEventCreate(&start), op);
   KILN_CUDA_CHECK(cudaEventCreate(&stop), op);
   float best = -1.0f;
   try {
-    execute(h, plan, o, ws, op);
+    execute(h, plan, o, bias, ws, op);
     for (int i = 0; i < 3; ++i) {
       KILN_CUDA_CHECK(cudaEventRecord(start, s), op);
-      execute(h, plan, o, ws, op);
+      execute(h, plan, o, bias, ws, op);
       KILN_CUDA_CHECK(cudaEventRecord(stop, s), op);
       KILN_CUDA_CHECK(cudaEventSynchronize(stop), op);
       float ms = 0.0f;
@@ -227,13 +275,21 @@ float time_plan(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, voi
   return best;
 }
 
+// KILN_CUDNN_RUNTIME_FUSION=1: epilogue graphs may take engines compiled at
+// run time.
+bool runtime_fusion_enabled() {
+  const char* v = std::getenv("KILN_CUDNN_RUNTIME_FUSION");
+  return v != nullptr && std::string(v) == "1";
+}
+
 }  // namespace
 
 std::unique_ptr<ConvPlan> make_graph_plan(cudnnHandle_t h, Kind kind, const Geom& g, DType dt, const Operands& o,
-                                          bool cl) {
+                                          bool cl, Epilogue e) {
   const char* op = kind_name(kind);
+  if (e.any() && (kind != Kind::Forward || dt == DType::Float64)) return nullptr;
   const Numerics num = numerics_for(dt);
-  const cudnnDataType_t t = cudnn_data_type(dt);
+  const cudnnDataType_t t = cudnn_data_type(dt), f32 = CUDNN_DATA_FLOAT;
   // x, w, y whatever the kind; the uids map them to the call's a, b, out.
   const int64_t x_uid = kind == Kind::Forward ? kUidA : kind == Kind::BackwardData ? kUidOut : kUidB;
   const int64_t w_uid = kind == Kind::Forward ? kUidB : kind == Kind::BackwardData ? kUidB : kUidOut;
@@ -242,12 +298,34 @@ std::unique_ptr<ConvPlan> make_graph_plan(cudnnHandle_t h, Kind kind, const Geom
   BackendDesc w = tensor_desc(w_uid, t, g.O, g.C / g.groups, g.KH, g.KW, cl, op);
   BackendDesc y = tensor_desc(y_uid, t, g.N, g.O, g.OH, g.OW, cl, op);
   BackendDesc conv = conv_desc(g, dt, op);
-  BackendDesc node = conv_op(kind, x, w, y, conv, dt, op);
+  // The nodes: the convolution into y, or with an epilogue into a virtual
+  // float32 tensor, then the bias add and the activation, the last into y.
+  std::vector<BackendDesc> nodes, inner;
+  if (!e.any()) {
+    nodes.push_back(conv_op(kind, x, w, y, conv, dt, op));
+  } else {
+    inner.push_back(tensor_desc(kUidConvOut, f32, g.N, g.O, g.OH, g.OW, cl, op, true));
+    nodes.push_back(conv_op(kind, x, w, inner.back(), conv, dt, op));
+    if (e.bias) {
+      BackendDesc bias = tensor_desc(kUidBias, t, 1, g.O, 1, 1, cl, op);
+      const bool last = e.act == Activation::None;
+      if (!last) inner.push_back(tensor_desc(kUidBiased, f32, g.N, g.O, g.OH, g.OW, cl, op, true));
+      nodes.push_back(pointwise_op(CUDNN_POINTWISE_ADD, inner.front(), &bias, last ? y : inner.back(), op));
+      inner.push_back(std::move(bias));
+    }
+    if (e.act != Activation::None) {
+      const cudnnPointwiseMode_t mode = e.act == Activation::Relu ? CUDNN_POINTWISE_RELU_FWD : CUDNN_POINTWISE_GELU_FWD;
+      nodes.push_back(pointwise_op(mode, e.bias ? inner[1] : inner[0], nullptr, y, op));
+    }
+  }
+  std::vector<cudnnBackendDescriptor_t> nodes_raw;
+  for (const BackendDesc& n : nodes) nodes_raw.push_back(n.get());
   BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, op);
-  cudnnBackendDescriptor_t node_raw = node.get();
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &node_raw)
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(nodes_raw.size()),
+            nodes_raw.data())
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   if (graph.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+  const bool runtime_compiled = e.any() && runtime_fusion_enabled();
 
   // Candidates: heuristics mode A's ranking, then the fallback list.
   struct Candidate {
@@ -260,7 +338,7 @@ std::unique_ptr<ConvPlan> make_graph_plan(cudnnHandle_t h, Kind kind, const Geom
     for (BackendDesc& cfg : ranked_configs(graph, mode, op)) {
       if (candidates.size() >= kMaxCandidates) break;
       std::string engine;
-      if (!allowed(cfg, num, &engine, op)) continue;
+      if (!allowed(cfg, num, runtime_compiled, &engine, op)) continue;
       BackendDesc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, op);
       cudnnBackendDescriptor_t cfg_raw = cfg.get();
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
@@ -284,15 +362,15 @@ std::unique_ptr<ConvPlan> make_graph_plan(cudnnHandle_t h, Kind kind, const Geom
     if (ws_bytes > 0) ws = Tensor::empty({static_cast<int64_t>(ws_bytes)}, DType::UInt8, o.device);
     float best_ms = -1.0f;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      const float ms = time_plan(h, candidates[i].plan, o, ws_bytes > 0 ? ws.data_ptr() : nullptr, op);
+      const float ms = time_plan(h, candidates[i].plan, o, e.bias, ws_bytes > 0 ? ws.data_ptr() : nullptr, op);
       if (ms >= 0.0f && (best_ms < 0.0f || ms < best_ms)) best_ms = ms, best = i;
     }
     if (best_ms < 0.0f) return nullptr;
     choice = candidates[best].engine + " (timed " + std::to_string(best_ms * 1000.0f) + " us of " +
              std::to_string(candidates.size()) + ")";
   }
-  log_plan("graph", kind, g, dt, choice.c_str(), candidates[best].workspace);
-  return std::make_unique<GraphPlan>(std::move(candidates[best].plan), candidates[best].workspace, op);
+  log_plan(e.any() ? "graph with epilogue" : "graph", kind, g, dt, choice.c_str(), candidates[best].workspace);
+  return std::make_unique<GraphPlan>(std::move(candidates[best].plan), candidates[best].workspace, e.bias, op);
 }
 
 }  // namespace kiln::cuda

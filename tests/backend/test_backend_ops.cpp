@@ -15,6 +15,7 @@
 #include "kiln/kiln.h"
 #include "testing/compare.h"
 #include "testing/cuda_skip.h"
+#include "ops/conv_fused.h"
 #include "ops/op_def.h"
 #include "testing/gradcheck.h"
 
@@ -117,6 +118,26 @@ void nn_cases(std::vector<OpCase>& c) {
   // ResNet-18's last stage (4x4 planes, 512 channels) and its strided 1x1 shortcut
   conv("conv2d_resnet_layer4", {{8, 512, 4, 4}, {512, 512, 3, 3}}, conv_params({1, 1}, {1, 1}));
   conv("conv2d_1x1_stride2", {{8, 128, 8, 8}, {256, 128, 1, 1}}, conv_params({2, 2}, {0, 0}));
+  // conv2d with a fused activation (nn::fuse_modules, the compiler's
+  // fuse_conv_activation): bias, then the activation.
+  for (const char* act : {"relu", "gelu"}) {
+    OpCase oc{std::string("conv2d_bias_") + act, {{2, 8, 9, 9}, {16, 8, 3, 3}, {16}},
+              [act](const Tensors& x) { return conv2d_fused(x[0], x[1], x[2], conv_params({1, 1}, {1, 1}), act); },
+              f32, normal, 1e-4};
+    oc.rms_tol = 2e-4;
+    c.push_back(std::move(oc));
+    // bfloat16 channels-last, autocast's layers (16 channels: cuDNN's fused
+    // engines want multiples of 8).
+    c.push_back({std::string("conv2d_bias_") + act + "_bfloat16_cl", {{4, 16, 8, 8}, {16, 16, 3, 3}, {16}},
+                 [act](const Tensors& x) {
+                   auto cl = [](const Tensor& t) {
+                     return contiguous(t.to(DType::BFloat16), MemoryFormat::ChannelsLast);
+                   };
+                   return conv2d_fused(cl(x[0]), cl(x[1]), x[2].to(DType::BFloat16), conv_params({1, 1}, {1, 1}), act)
+                       .to(DType::Float32);
+                 },
+                 f32, normal, 5e-2});
+  }
   c.push_back({"conv2d_float64", {{2, 3, 7, 7}, {4, 3, 3, 3}},
                [](const Tensors& x) { return conv2d(x[0], x[1], Tensor(), conv_params({1, 1}, {1, 1})); },
                DType::Float64});
