@@ -71,6 +71,8 @@ Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor relu(const Tensor& x);
+// relu's derivative from its output: result > 0 ? grad : 0 (one kernel, no bool mask)
+Tensor relu_backward(const Tensor& grad, const Tensor& result);
 // approximate: "none" (exact, erf) or "tanh"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");

@@ -30,6 +30,7 @@ struct Operand {
 enum class PointwiseOp : uint8_t {
   // binary
   Add, Sub, Mul, Div, Pow, Maximum, Minimum, AddScaled /* a + p0 * b */, GeluBackwardErf, GeluBackwardTanh,
+  ReluBackward /* a = grad, b = relu's result */,
   // updates of optimizers: a + p0*b*c, a + p0*b/c, lerp(a, b, p0)
   AddCMul, AddCDiv, Lerp,
   // unary

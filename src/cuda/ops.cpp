@@ -526,6 +526,7 @@ void register_cuda_kernels() {
       {OpId::relu, on_device<unary_kernel<Relu>>},
       {OpId::gelu, on_device<gelu_kernel>},
       {OpId::gelu_backward, on_device<gelu_backward_kernel>},
+      {OpId::relu_backward, on_device<binary_kernel<ReluBackward>>},
       {OpId::sigmoid, on_device<unary_kernel<Sigmoid>>},
       {OpId::tanh, on_device<unary_kernel<Tanh>>},
       {OpId::erf, on_device<unary_kernel<Erf>>},

@@ -39,6 +39,7 @@ struct Binary {
     else if constexpr (Op == PointwiseOp::Minimum) return scalar::minimum(a, b);
     else if constexpr (Op == PointwiseOp::Lerp) return scalar::lerp_update(a, b, static_cast<T>(p0));
     else if constexpr (Op == PointwiseOp::GeluBackwardErf) return scalar::gelu_backward(a, b, false);
+    else if constexpr (Op == PointwiseOp::ReluBackward) return scalar::relu_backward(a, b);
     else return scalar::gelu_backward(a, b, true);
   }
 };
@@ -162,6 +163,7 @@ void launch_pointwise(const PointwiseCall& c) {
     case AddScaled: return binary<AddScaled, NoBool>(c);
     case GeluBackwardErf: return binary<GeluBackwardErf, Float>(c);
     case GeluBackwardTanh: return binary<GeluBackwardTanh, Float>(c);
+    case ReluBackward: return binary<ReluBackward, Float>(c);
     case Neg: return unary<Neg, NoBool>(c);
     case Exp: return unary<Exp, Float>(c);
     case Log: return unary<Log, Float>(c);

@@ -121,6 +121,7 @@ AutocastPolicy autocast_policy(OpId id) {
     // called directly they keep their inputs' dtypes.
     case OpId::slice_backward:
     case OpId::gelu_backward:
+    case OpId::relu_backward:
     case OpId::softmax_backward:
     case OpId::log_softmax_backward:
     case OpId::conv2d_backward_input:

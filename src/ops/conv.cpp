@@ -678,7 +678,7 @@ Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   Tensors g(grads.begin(), grads.end());
   if (Activation act = activation_of(c.attrs); act != Activation::None) {
     Tensor z = conv2d(x, w, c.input_metas.size() > 2 ? c.inputs[2] : Tensor(), p);
-    g[0] = act == Activation::Relu ? where(gt(z, 0.0), g[0], zeros_like(g[0])) : gelu_backward(g[0], z);
+    g[0] = act == Activation::Relu ? relu_backward(g[0], z) : gelu_backward(g[0], z);
   }
   if (c.needs_grad[0]) out[0] = conv2d_backward_input(g[0], w, x.shape(), p);
   if (c.needs_grad[1]) out[1] = conv2d_backward_weight(g[0], x, w.shape(), p);

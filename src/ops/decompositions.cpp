@@ -184,7 +184,7 @@ Tensors nll_loss_backward_dec(TensorSpan in, const Attrs& a) {
   return {as_dtype(gx, g_in.dtype())};
 }
 
-// ---- gelu, gelu_backward: their scalar formula (ops/scalar_math.h) as tensor ops ----
+// ---- gelu, gelu_backward, relu_backward: their scalar formula (ops/scalar_math.h) as tensor ops ----
 // One node of the expression, one primitive op (erf, tanh, exp, mul...).
 template <OpId Id>
 Tensors pointwise_formula_dec(TensorSpan in, const Attrs& a) {
@@ -201,6 +201,7 @@ Tensors pointwise_formula_dec(TensorSpan in, const Attrs& a) {
 void register_decompositions() {
   register_decomposition(OpId::gelu, pointwise_formula_dec<OpId::gelu>);
   register_decomposition(OpId::gelu_backward, pointwise_formula_dec<OpId::gelu_backward>);
+  register_decomposition(OpId::relu_backward, pointwise_formula_dec<OpId::relu_backward>);
   register_decomposition(OpId::softmax, softmax_dec<false>);
   register_decomposition(OpId::log_softmax, softmax_dec<true>);
   register_decomposition(OpId::softmax_backward, softmax_backward_dec<false>);

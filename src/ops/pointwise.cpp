@@ -100,15 +100,23 @@ std::vector<TensorMeta> gelu_infer(TensorSpan in, const Attrs& a) {
   return {{in[0].shape(), in[0].dtype(), in[0].device()}};
 }
 
-std::vector<TensorMeta> gelu_backward_infer(TensorSpan in, const Attrs& a) {
-  check_defined(in, "gelu_backward");
-  Device dev = common_device(in, "gelu_backward");
+// An activation's backward op (grad, x or result): a floating-point gradient
+// of the broadcast shape in the promoted dtype.
+TensorMeta activation_grad_meta(TensorSpan in, const char* op) {
+  check_defined(in, op);
+  Device dev = common_device(in, op);
   DType dt = result_type(in);
-  KILN_CHECK(is_floating(dt), "gelu_backward: needs floating-point inputs, got ", describe(in));
+  KILN_CHECK(is_floating(dt), op, ": needs floating-point inputs, got ", describe(in));
+  return {broadcast_all(in, op), dt, dev};
+}
+std::vector<TensorMeta> gelu_backward_infer(TensorSpan in, const Attrs& a) {
   const std::string& approx = a.s("approximate");
   KILN_CHECK(approx == "none" || approx == "tanh", "gelu_backward: approximate must be \"none\" or \"tanh\", got \"",
              approx, "\"");
-  return {{broadcast_all(in, "gelu_backward"), dt, dev}};
+  return {activation_grad_meta(in, "gelu_backward")};
+}
+std::vector<TensorMeta> relu_backward_infer(TensorSpan in, const Attrs&) {
+  return {activation_grad_meta(in, "relu_backward")};
 }
 
 DType clamp_dtype(TensorSpan in, const Attrs& a) {
@@ -216,6 +224,9 @@ template <> struct BinaryOpF<BinaryF32::GeluBackwardErf> {
 };
 template <> struct BinaryOpF<BinaryF32::GeluBackwardTanh> {
   template <typename T> T operator()(T g, T x) const { return scalar::gelu_backward(g, x, true); }
+};
+template <> struct BinaryOpF<BinaryF32::ReluBackward> {
+  template <typename T> T operator()(T g, T y) const { return scalar::relu_backward(g, y); }
 };
 
 // Which compute dtypes an op has a scalar loop for.
@@ -340,7 +351,8 @@ void run_binary(const Tensor& a_in, const Tensor& b_in, Tensor& out) {
   Tensor a = cpu::converted(a_in, cd), b = cpu::converted(b_in, cd);
   BinaryOpF<Op> f;
   constexpr bool cheap = Op == BinaryF32::Add || Op == BinaryF32::Sub || Op == BinaryF32::Mul ||
-                         Op == BinaryF32::Div || Op == BinaryF32::Maximum || Op == BinaryF32::Minimum;
+                         Op == BinaryF32::Div || Op == BinaryF32::Maximum || Op == BinaryF32::Minimum ||
+                         Op == BinaryF32::ReluBackward;
   const int64_t grain = cheap ? cpu::kParallelGrain : kMathGrain;
   with_compute_output(out, cd, [&](const Tensor& y) {
     if (cd == DType::Float32) {
@@ -550,7 +562,7 @@ Tensors rsqrt_back(const BackwardCtx& c, TensorSpan g) {
 }
 Tensors abs_back(const BackwardCtx& c, TensorSpan g) { return {mul(g[0], sign(c.inputs[0]))}; }
 Tensors no_grad_back(const BackwardCtx& c, TensorSpan) { return Tensors(c.input_metas.size()); }
-Tensors relu_back(const BackwardCtx& c, TensorSpan g) { return {where(gt(c.outputs[0], 0.0), g[0], zero_number())}; }
+Tensors relu_back(const BackwardCtx& c, TensorSpan g) { return {relu_backward(g[0], c.outputs[0])}; }
 Tensors gelu_back(const BackwardCtx& c, TensorSpan g) {
   return {gelu_backward(g[0], c.inputs[0], c.attrs.s("approximate"))};
 }
@@ -577,6 +589,13 @@ Tensors gelu_backward_back(const BackwardCtx& c, TensorSpan g) {
   if (c.needs_grad[0]) r[0] = reduce_to(gelu_backward(g[0], x, approx), c.input_metas[0]);
   if (c.needs_grad[1])
     r[1] = reduce_to(mul(mul(g[0], grad), gelu_second_derivative(x, approx == "tanh")), c.input_metas[1]);
+  return r;
+}
+// relu_backward is linear in grad and piecewise constant in result: no
+// gradient flows to result (as through where(gt(result, 0), ...)).
+Tensors relu_backward_back(const BackwardCtx& c, TensorSpan g) {
+  Tensors r(2);
+  if (c.needs_grad[0]) r[0] = reduce_to(relu_backward(g[0], c.inputs[1]), c.input_metas[0]);
   return r;
 }
 Tensors erf_back(const BackwardCtx& c, TensorSpan g) {
@@ -666,6 +685,10 @@ void register_pointwise_ops() {
   define_op(kernel_op(OpId::logical_not, logical_not_infer, logical_not_kernel, nullptr, kSaveNone));
   define_op(kernel_op(OpId::cast, cast_infer, cast_kernel, cast_back, kSaveNone));
   define_op(kernel_op(OpId::erf, float_unary_infer<OpId::erf>, erf_kernel, erf_back, kSaveInputs));
+  OpDef relu_bwd = kernel_op(OpId::relu_backward, relu_backward_infer,
+                             binary_kernel<BinaryF32::ReluBackward, FloatOnly>, relu_backward_back, kSaveInputs);
+  relu_bwd.unsaved_inputs = 0b1;  // its derivative reads only result
+  define_op(relu_bwd);
 }
 
 // ---- public functions ----
@@ -690,6 +713,9 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
   return dispatch1(OpId::gelu_backward, {grad, x}, Attrs().set("approximate", approximate));
+}
+Tensor relu_backward(const Tensor& grad, const Tensor& result) {
+  return dispatch1(OpId::relu_backward, {grad, result});
 }
 Tensor sigmoid(const Tensor& x) { return dispatch1(OpId::sigmoid, {x}); }
 Tensor tanh(const Tensor& x) { return dispatch1(OpId::tanh, {x}); }

@@ -172,6 +172,7 @@ ScalarExpr pointwise_expr(OpId id, const Attrs& attrs, int num_inputs) {
     case OpId::sigmoid: return scalar::sigmoid(in[0]);
     case OpId::tanh: return tanh(in[0]);
     case OpId::erf: return erf(in[0]);
+    case OpId::relu_backward: return scalar::relu_backward(in[0], in[1]);
     case OpId::clamp:
       return scalar::clamp(in[0], E(attrs.has("min") ? attrs.f("min") : -inf),
                            E(attrs.has("max") ? attrs.f("max") : inf));

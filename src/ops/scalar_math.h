@@ -114,6 +114,12 @@ KILN_HOST_DEVICE inline T relu(T x) {
   if constexpr (std::is_unsigned_v<T>) return x;
   else return select(x < T(0), T(0), x);
 }
+// relu's derivative from its output y: g where y > 0, else +0 (NaN and -0.0
+// outputs pass no gradient, as where(y > 0, g, 0)).
+template <typename T>
+KILN_HOST_DEVICE inline T relu_backward(T g, T y) {
+  return select(y > T(0), g, T(0));
+}
 template <typename T> KILN_HOST_DEVICE inline T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
 // min(max(x, lo), hi); NaN stays NaN.
 template <typename T>

@@ -355,6 +355,19 @@ std::vector<OpCase> op_cases() {
   unary("relu_float16", [](const Tensor& x) { return relu(x.to(DType::Float16)); });
   c.push_back({"clamp_int64", {{40}}, [](const Tensors& x) { return clamp(x[0], -2.0, 3.0); }, DType::Int64});
   c.push_back({"gelu_backward", {{31, 7}, {31, 7}}, [](const Tensors& x) { return gelu_backward(x[0], x[1]); }});
+  // relu's derivative at relu's outputs (exact zeros), broadcast, in bfloat16
+  // (CUDA's 16-bit loop), and at NaN and -0.0 results (no gradient passes).
+  c.push_back({"relu_backward", {{31, 7}, {31, 7}},
+               [](const Tensors& x) { return relu_backward(x[0], relu(x[1])); }});
+  c.push_back({"relu_backward_broadcast", {{4, 9}, {9}}, [](const Tensors& x) { return relu_backward(x[0], x[1]); }});
+  c.push_back({"relu_backward_bfloat16", {{64, 33}, {64, 33}}, [](const Tensors& x) {
+                 return relu_backward(x[0].to(DType::BFloat16), relu(x[1]).to(DType::BFloat16));
+               }});
+  c.push_back({"relu_backward_nan_negative_zero", {{50}, {50}}, [](const Tensors& x) {
+                 Tensor y = where(lt(x[1], 0.0), scalar_tensor(-0.0), x[1]);
+                 y = where(lt(x[1], -1.0), scalar_tensor(std::nan("")), y);
+                 return relu_backward(x[0], y);
+               }});
   c.push_back({"where", {{4, 9}, {4, 9}, {9}},
                [](const Tensors& x) { return where(gt(x[0], 0.0), x[1], x[2]); }});
   c.push_back({"where_number", {{50}, {50}}, [](const Tensors& x) { return where(lt(x[0], 0.0), x[1], scalar_tensor(0.0)); }});
@@ -573,6 +586,10 @@ std::vector<GradCase> grad_cases() {
       {"div_broadcast", {{3, 4}, {3, 1}}, [](const Tensors& x) { return div(x[0], add(mul(x[1], x[1]), 1.0)); }},
       {"exp_tanh_sigmoid", {{5}}, [](const Tensors& x) { return sigmoid(tanh(exp(x[0]))); }},
       {"gelu", {{6}}, [](const Tensors& x) { return gelu(x[0]); }},
+      {"relu_backward", {{2, 3}}, [](const Tensors& x) {
+         Tensor y = from_vector(std::vector<float>{1.0f, 0.0f, -0.0f, -2.0f, NAN, 0.5f}, {2, 3});
+         return relu_backward(x[0], y.to(x[0].device()));
+       }},
       {"sum_mean", {{3, 4, 5}}, [](const Tensors& x) { return mean(sum(x[0], {1}), {0}, true); }},
       {"matmul", {{3, 4}, {4, 2}}, [](const Tensors& x) { return matmul(x[0], x[1]); }},
       {"linear_relu", {{5, 3}, {2, 3}, {2}}, [](const Tensors& x) { return relu(linear(x[0], x[1], x[2])); }},

@@ -55,7 +55,7 @@ TEST(CppBackend, EveryLoweredPointwiseOpMatches) {
       {OpId::gelu, 1, Attrs().set("approximate", std::string("tanh"))},
       {OpId::gelu_backward, 2, Attrs().set("approximate", std::string("none"))}, {OpId::sigmoid, 1, {}},
       {OpId::tanh, 1, {}}, {OpId::erf, 1, {}}, {OpId::clamp, 1, Attrs().set("min", -0.5).set("max", 0.5)},
-      {OpId::eq, 2, {}}, {OpId::lt, 2, {}}, {OpId::ge, 2, {}}};
+      {OpId::eq, 2, {}}, {OpId::lt, 2, {}}, {OpId::ge, 2, {}}, {OpId::relu_backward, 2, {}}};
   for (const Case& c : cases) {
     GraphBuilder b;
     std::vector<ValueId> in = {b.input(x)};
@@ -68,6 +68,13 @@ TEST(CppBackend, EveryLoweredPointwiseOpMatches) {
     GraphBuilder b;
     b.output(b.op(op, {b.input(y)}));
     SCOPED_TRACE(op_name(op));
+    expect_matches_interpreter(b.g, b.example_inputs);
+  }
+  {
+    GraphBuilder b;  // relu's derivative at relu's outputs (zeros where x < 0), fused with the relu
+    ValueId xi = b.input(x);
+    b.output(b.op(OpId::relu_backward, {b.input(y), b.op(OpId::relu, {xi})}));
+    SCOPED_TRACE("relu_backward(y, relu(x))");
     expect_matches_interpreter(b.g, b.example_inputs);
   }
   GraphBuilder b;  // where over a bool mask made by a comparison, pow, a cast
@@ -179,8 +186,8 @@ TEST(CppBackend, TransposedInputAndViews) {
 // bfloat16 (autocast's activations) in generated kernels: loads widen,
 // each node's result is rounded as the eager op rounds it, so a fused chain
 // of bfloat16 ops gives eager's bits, through tails (37 columns), a
-// transposed (strided) input, numbers, masks and a 0-dim integer input (the
-// 0 of a ReLU's backward where()). Nothing is left to the eager kernels.
+// transposed (strided) input, numbers, masks and a 0-dim integer input (a
+// C++ 0 made a graph input, as in where(x > 0, g, 0)). Nothing is left to the eager kernels.
 TEST(CppBackend, BFloat16ChainsMatchEagerBitForBit) {
   GraphBuilder b;
   auto bf16 = Attrs().set("dtype", DType::BFloat16);

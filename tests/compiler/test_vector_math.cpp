@@ -100,6 +100,7 @@ std::vector<OpCase> lowered_pointwise_ops() {
       {"gelu tanh", OpId::gelu, 1, approx("tanh")},
       {"gelu_backward", OpId::gelu_backward, 2, approx("none")},
       {"gelu_backward tanh", OpId::gelu_backward, 2, approx("tanh")},
+      {"relu_backward", OpId::relu_backward, 2, {}},
       {"sigmoid", OpId::sigmoid, 1, {}},
       {"tanh", OpId::tanh, 1, {}},
       {"erf", OpId::erf, 1, {}},

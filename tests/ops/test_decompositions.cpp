@@ -1,5 +1,5 @@
 // The decompositions of ops that keep a fast eager kernel (softmax,
-// log_softmax, batch_norm, nll_loss, gelu and their backward ops;
+// log_softmax, batch_norm, nll_loss, gelu and their backward ops, relu_backward;
 // src/ops/decompositions.cpp) against the kernels: the same outputs, the
 // same running-stat updates, the same gradients (autograd through the
 // primitive ops against the ops' own derivatives), and only primitive ops
@@ -293,6 +293,20 @@ TEST(Decompositions, GeluAndGeluBackwardMatchKernels) {
   }
 }
 
+// ---- relu_backward ----
+TEST(Decompositions, ReluBackwardMatchesKernel) {
+  for (DType dt : kDtypes) {
+    for (auto [gs, ys] :
+         {std::pair{Shape{7}, Shape{7}}, {Shape{3, 4, 2}, Shape{3, 4, 2}}, {Shape{3, 4, 2}, Shape{4, 2}}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + shape_str(gs) + shape_str(ys));
+      // relu's outputs: exact zeros where no gradient passes.
+      Tensor g = random(gs, dt, 63), y = relu(random(ys, dt, 64));
+      expect_same_outputs(OpId::relu_backward, {g, y}, {}, dt);
+      if (dt != DType::BFloat16) expect_same_grads(OpId::relu_backward, {g, y}, {}, {0}, dt);
+    }
+  }
+}
+
 // ---- the table ----
 
 // Records the ops a scope calls (and lets them run).
@@ -326,7 +340,7 @@ bool is_primitive(OpId id) {
 const std::vector<OpId> kDecomposed = {OpId::softmax,          OpId::log_softmax,          OpId::softmax_backward,
                                        OpId::log_softmax_backward, OpId::batch_norm,       OpId::batch_norm_backward,
                                        OpId::nll_loss,         OpId::nll_loss_backward,    OpId::gelu,
-                                       OpId::gelu_backward};
+                                       OpId::gelu_backward,    OpId::relu_backward};
 
 // Representative inputs for each op of kDecomposed.
 std::pair<Tensors, Attrs> sample_call(OpId id) {
@@ -354,6 +368,8 @@ std::pair<Tensors, Attrs> sample_call(OpId id) {
       return {{x}, Attrs().set("approximate", std::string("none"))};
     case OpId::gelu_backward:
       return {{x, x}, Attrs().set("approximate", std::string("tanh"))};
+    case OpId::relu_backward:
+      return {{x, relu(x)}, {}};
     default:
       KILN_FAIL("no sample call for ", op_name(id));
   }

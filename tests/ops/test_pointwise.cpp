@@ -4,6 +4,7 @@
 // gradients against finite differences, and error messages.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -67,6 +68,7 @@ const std::map<std::string, Binary>& binary_ops() {
       {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
       {"gelu_backward", [](const Tensor& a, const Tensor& b) { return gelu_backward(a, b); }},
       {"gelu_backward_tanh", [](const Tensor& a, const Tensor& b) { return gelu_backward(a, b, "tanh"); }},
+      {"relu_backward", [](const Tensor& a, const Tensor& b) { return relu_backward(a, b); }},
       {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }},
       {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }},
       {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }},
@@ -92,7 +94,8 @@ TEST_P(PointwiseIsa, UnaryMatchesTorch) {
 }
 
 TEST_P(PointwiseIsa, BinaryMatchesTorch) {
-  for (const char* name : {"add", "sub", "mul", "div", "maximum", "minimum", "gelu_backward", "gelu_backward_tanh"}) {
+  for (const char* name :
+       {"add", "sub", "mul", "div", "maximum", "minimum", "gelu_backward", "gelu_backward_tanh", "relu_backward"}) {
     const Binary& f = binary_ops().at(name);
     for (auto [a, b] : {std::pair{"x", "y"}, {"x", "row"}, {"col", "row"}, {"x_T", "y"}, {"row", "x_T"}}) {
       std::string key = std::string(name) + "(" + a + "," + b + ")";
@@ -140,6 +143,71 @@ TEST_P(PointwiseIsa, SpecialValues) {
   EXPECT_TRUE(std::isnan(l[0]) && std::isnan(q[0]));
   EXPECT_TRUE(std::isinf(l[3]) && l[3] < 0);
   EXPECT_TRUE(std::isinf(e[10]));
+}
+
+// Same dtype, shape and bytes: NaN payloads and the sign of zero included.
+::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return ::testing::AssertionFailure() << dtype_name(got.dtype()) << shape_str(got.shape()) << " vs expected "
+                                         << dtype_name(want.dtype()) << shape_str(want.shape());
+  Tensor g = got.contiguous(), w = want.contiguous();
+  const auto* gp = static_cast<const unsigned char*>(g.data_ptr());
+  const auto* wp = static_cast<const unsigned char*>(w.data_ptr());
+  const size_t n = g.itemsize();
+  for (int64_t i = 0; i < g.numel(); ++i)
+    if (std::memcmp(gp + i * n, wp + i * n, n) != 0)
+      return ::testing::AssertionFailure() << "element " << i << " differs; "
+                                           << testing::tensor_error(got, want).str();
+  return ::testing::AssertionSuccess();
+}
+
+// relu's derivative as the composition it replaces: where(result > 0, grad, 0).
+Tensor relu_grad_composed(const Tensor& grad, const Tensor& result) {
+  return where(gt(result, 0.0), grad, scalar_tensor(0.0));
+}
+
+TEST_P(PointwiseIsa, ReluBackwardSpecialValues) {
+  // Zeros, -0.0, NaN and infinities in grad and result (NaN and -0.0 results
+  // pass no gradient), in each floating dtype.
+  const Tensor s = input("special");
+  EXPECT_TRUE(same_bits(relu_backward(reversed(s), s), golden()["relu_backward(special,special)"]));
+  for (auto [name, dt] : {std::pair{"f64", DType::Float64}, {"f16", DType::Float16}, {"bf16", DType::BFloat16}}) {
+    SCOPED_TRACE(name);
+    Tensor g = reversed(s).to(dt), y = s.to(dt);
+    std::string key = std::string("relu_backward(special_") + name + ",special_" + name + ")";
+    EXPECT_TRUE(same_bits(relu_backward(g, y), golden()[key]));
+  }
+}
+
+// Bit for bit the composition relu's derivative was before, on every path
+// of the kernel: vector rows (contiguous, broadcast), gathered strided rows,
+// 16-bit rows, the float64 loop, the threaded split; mixed dtypes promote.
+TEST_P(PointwiseIsa, ReluBackwardEqualsWhereGtComposition) {
+  Generator gen(11);
+  // Random values with 0, -0.0, NaN and infinities planted at co-prime steps.
+  auto planted = [&](const Shape& shape) {
+    std::vector<float> v = randn(shape, {}, &gen).to_vector<float>();
+    const float specials[] = {0.0f, -0.0f, std::nanf(""), INFINITY, -INFINITY};
+    for (size_t i = 0; i < v.size(); ++i)
+      for (size_t k = 0; k < 5; ++k)
+        if (i % (7 + 2 * k) == k) v[i] = specials[k];
+    return from_vector(v, shape);
+  };
+  Tensor g = planted({300, 129}), y = planted({300, 129}), row = planted({129}), yt = planted({129, 300}).t();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor gd = g.to(dt), yd = y.to(dt), rd = row.to(dt), ytd = yt.to(dt);
+    EXPECT_TRUE(same_bits(relu_backward(gd, yd), relu_grad_composed(gd, yd)));
+    EXPECT_TRUE(same_bits(relu_backward(gd, rd), relu_grad_composed(gd, rd)));
+    EXPECT_TRUE(same_bits(relu_backward(rd, yd), relu_grad_composed(rd, yd)));
+    EXPECT_TRUE(same_bits(relu_backward(gd, ytd), relu_grad_composed(gd, ytd)));
+    EXPECT_TRUE(same_bits(relu_backward(gd, neg(yd)), relu_grad_composed(gd, neg(yd))));  // -0.0 results
+  }
+  // Mixed dtypes: the promoted dtype, as gelu_backward (the values are the
+  // composition's: both inputs convert exactly).
+  Tensor gb = g.to(DType::BFloat16);
+  EXPECT_TRUE(same_bits(relu_backward(gb, y), relu_grad_composed(gb, y).to(DType::Float32)));
+  EXPECT_TRUE(same_bits(relu_backward(g, y.to(DType::Float64)), relu_grad_composed(g, y).to(DType::Float64)));
 }
 
 TEST_P(PointwiseIsa, MaximumMinimumTies) {
@@ -374,6 +442,21 @@ TEST(PointwiseGrad, BinaryWithBroadcasting) {
   GRADCHECK([](const std::vector<Tensor>& v) { return where(gt(v[1], 0.0), v[0], v[1]); }, {row, col});
   GRADCHECK([](const std::vector<Tensor>& v) { return gelu_backward(v[0], v[1]); }, {a, b});
   GRADCHECK([](const std::vector<Tensor>& v) { return gelu_backward(v[0], v[1], "tanh"); }, {a, row});
+  // Linear in grad; no gradient reaches result (checked below).
+  GRADCHECK([](const std::vector<Tensor>& v) { return relu_backward(v[0], v[1]); }, {a, b.detach()});
+  GRADCHECK([](const std::vector<Tensor>& v) { return relu_backward(v[0], v[1]); }, {row, col.detach()});
+}
+
+// Through relu twice: relu's derivative is relu_backward, whose own
+// derivative is relu_backward again for grad and nothing for result, as with
+// the where(gt(result, 0), grad, 0) it replaces.
+TEST(PointwiseGrad, ReluDoubleBackward) {
+  Tensor x = rnd({3, 4}, 10), g = rnd({3, 4}, 11), gg = rnd({3, 4}, 12).detach();
+  Tensor y = relu(x);
+  Tensor dx = relu_backward(g, y);
+  mul(dx, gg).sum().backward();
+  EXPECT_TRUE(same_bits(g.grad(), relu_backward(gg, y.detach())));
+  EXPECT_FALSE(x.grad().defined());
 }
 
 TEST(PointwiseGrad, MaximumSplitsTiesEqually) {

@@ -153,7 +153,7 @@ TEST(ScalarExpr, EveryPointwiseOpMatchesItsEagerKernel) {
       }
     }
   }
-  EXPECT_GE(ops_checked, 30 + 7);  // every Pointwise op and every in-place update
+  EXPECT_GE(ops_checked, 31 + 7);  // every Pointwise op and every in-place update
 }
 
 TEST(ScalarExpr, OtherKindsHaveNoExpression) {
@@ -202,6 +202,12 @@ TEST(ScalarExpr, RenderGeluUsesTheRightFunctions) {
   EXPECT_NE(bwd.find("expf("), std::string::npos) << bwd;
   EXPECT_NE(bwd.find("erff("), std::string::npos) << bwd;
   EXPECT_THROW(render_c(pointwise_expr(OpId::add, {}, 2), x), Error);  // input 1 has no name
+}
+
+TEST(ScalarExpr, RenderReluBackwardIsOneSelect) {
+  // relu's derivative fused: one select on the result, no bool mask between kernels.
+  std::vector<std::string> gy = {"g", "y"};
+  EXPECT_EQ(render_c(pointwise_expr(OpId::relu_backward, {}, 2), gy), "((y > 0.0f) ? g : 0.0f)");
 }
 
 // Renders every op's expression into one C++ program, compiles it with the

@@ -53,6 +53,8 @@ binary = {
     "maximum": torch.maximum, "minimum": torch.minimum,
     "gelu_backward": lambda a, b: torch.ops.aten.gelu_backward(*bcast(a, b)),
     "gelu_backward_tanh": lambda a, b: torch.ops.aten.gelu_backward(*bcast(a, b), approximate="tanh"),
+    # relu's derivative from its result: what torch's relu backward runs
+    "relu_backward": lambda a, b: torch.ops.aten.threshold_backward(*bcast(a, b), 0),
 }
 for name, f in binary.items():
     g.add(f"{name}(x,y)", f(x, y))
@@ -136,6 +138,17 @@ for name in ["exp", "log", "sqrt", "gelu", "gelu_tanh", "sigmoid", "tanh", "relu
     g.add(f"{name}(x64)", unary[name](x64))
 g.add("pow(x64,3)", torch.pow(x64, 3))
 g.add("div(x64,x)", x64 / x)
+
+# relu_backward(grad, result) at zeros, -0.0, NaN and infinities of both. The reference is the where(result > 0,
+# grad, 0) kiln's relu derivative always was: aten's threshold_backward (result <= 0 ? 0 : grad) would let a NaN
+# result's gradient through.
+def relu_grad(grad, result):
+    return torch.where(result > 0, grad, torch.zeros((), dtype=grad.dtype))
+
+
+g.add("relu_backward(special,special)", relu_grad(special.flip(0), special))
+for name, dt in [("f64", torch.float64), ("f16", torch.float16), ("bf16", torch.bfloat16)]:
+    g.add(f"relu_backward(special_{name},special_{name})", relu_grad(special.flip(0).to(dt), special.to(dt)))
 g.write()
 
 # ---- in-place ----

@@ -22,6 +22,7 @@ enum class UnaryF32 : uint8_t {
 enum class BinaryF32 : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   GeluBackwardErf, GeluBackwardTanh,  // a = grad, b = x
+  ReluBackward,                       // a = grad, b = relu's result
 };
 enum class CompareF32 : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 

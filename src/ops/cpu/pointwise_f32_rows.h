@@ -193,6 +193,7 @@ void binary(BinaryF32 op, const float* a, int64_t sa, const float* b, int64_t sb
     case BinaryF32::Minimum: return row([](Vec u, Vec v) { return scalar::minimum(u, v); });
     case BinaryF32::GeluBackwardErf: return row([](Vec g, Vec v) { return scalar::gelu_backward(g, v, false); });
     case BinaryF32::GeluBackwardTanh: return row([](Vec g, Vec v) { return scalar::gelu_backward(g, v, true); });
+    case BinaryF32::ReluBackward: return row([](Vec g, Vec y) { return scalar::relu_backward(g, y); });
   }
 }
 
