@@ -1,6 +1,6 @@
-// matmul on CUDA through cuBLASLt: float32 (full float32 arithmetic, no
-// TF32, so results match the CPU's), float64, and float16/bfloat16 with
-// float32 accumulation. Strided and transposed operands go to cuBLASLt as
+// matmul and linear on CUDA through cuBLASLt (linear's bias in the product's
+// epilogue): float32 (full float32 arithmetic, no TF32, so results match the
+// CPU's), float64, and float16/bfloat16 with float32 accumulation. Strided and transposed operands go to cuBLASLt as
 // they are (a transpose flag and a leading dimension); only operands with
 // neither of the last two dims unit-stride, or broadcast batches, are copied.
 //
@@ -9,6 +9,8 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -124,8 +126,9 @@ uint32_t alignment(const void* p) {
 }
 
 // Everything a cuBLASLt heuristic answer depends on: device, dtype,
-// operand shapes, strides, batch and pointer alignments.
-using PlanKey = std::array<int64_t, 18>;
+// operand shapes, strides, batch and pointer alignments, and whether a bias
+// epilogue adds a vector over the output's columns (linear's bias).
+using PlanKey = std::array<int64_t, 19>;
 
 // The descriptors and the algorithm of one matmul shape, asked once: the
 // heuristic costs tens of microseconds, as much as a small product.
@@ -155,6 +158,10 @@ const MatmulPlan& plan_for(cublasLtHandle_t handle, const PlanKey& k, cudaDataTy
   KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op_desc, compute, scale_type));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op_desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op_desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  if (k[18] != 0) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  }
   p->la = std::make_unique<Layout>(data_type, static_cast<uint64_t>(k[4]), static_cast<uint64_t>(k[5]), k[6], batch,
                                    k[7]);
   p->lb = std::make_unique<Layout>(data_type, static_cast<uint64_t>(k[8]), static_cast<uint64_t>(k[9]), k[10], batch,
@@ -185,15 +192,23 @@ const MatmulPlan& plan_for(cublasLtHandle_t handle, const PlanKey& k, cudaDataTy
                                                    p->lc->desc, pref, 1, &result, &found));
   p->found = found > 0;
   p->algo = result.algo;
+  if (std::getenv("KILN_CUBLAS_LOG") != nullptr)  // as KILN_CUDNN_LOG: which plans cuBLASLt gave
+    std::fprintf(stderr, "kiln cublaslt: dtype %d, A %lldx%lld, B %lldx%lld, C %lldx%lld, batch %d%s: %s\n",
+                 static_cast<int>(k[1]), static_cast<long long>(k[4]), static_cast<long long>(k[5]),
+                 static_cast<long long>(k[8]), static_cast<long long>(k[9]), static_cast<long long>(N),
+                 static_cast<long long>(rows_c), batch, k[18] != 0 ? ", bias epilogue" : "",
+                 p->found ? "algorithm found" : "no algorithm");
   return *cache.emplace(k, std::move(p)).first->second;
 }
 
 }  // namespace
 
-void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
-  const Tensor& a = in[0];
-  const Tensor& b = in[1];
-  Tensor& c = out[0];
+namespace {
+
+// c = a b (batched, broadcast), plus `bias` (a vector over c's last dim, of
+// c's dtype, or null) in cuBLASLt's epilogue. Returns false, having run
+// nothing, when cuBLASLt has no algorithm with that epilogue.
+bool run_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias) {
   const DType dt = c.dtype();
   cudaDataType_t data_type;
   cublasComputeType_t compute;
@@ -207,11 +222,12 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
       KILN_FAIL("matmul: ", dtype_name(dt), " operands are not supported on CUDA (cuBLASLt takes float32, float64, "
                 "float16 and bfloat16); cast them, or compute on the CPU with .to(Device::cpu())");
   }
-  if (c.numel() == 0) return;
+  if (c.numel() == 0) return true;
   const int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1], N = b.shape()[b.dim() - 1];
   if (K == 0) {
+    if (bias != nullptr) return false;
     c.fill_(0.0);
-    return;
+    return true;
   }
   Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   const Shape batch = broadcast_shapes(ab, bb, "matmul (batch dims)");
@@ -227,7 +243,8 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
     b3 = as_batched3(b, batch);
   }
   const int64_t rows_c = a3.shape()[1];  // M, or B*M when folded
-  // C^T (N x rows_c) = B^T (N x K) * A^T (K x rows_c)
+  // C^T (N x rows_c) = B^T (N x K) * A^T (K x rows_c); the bias runs along
+  // C^T's rows, one value per output feature, as cuBLASLt's epilogue adds it.
   LtOperand A = operand(b3), Bop = operand(a3);
   const int batch_count = static_cast<int>(B);
 
@@ -236,11 +253,21 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
   const PlanKey key{device, static_cast<int64_t>(dt), A.op, Bop.op, static_cast<int64_t>(A.rows),
                     static_cast<int64_t>(A.cols), A.ld, A.batch_stride, static_cast<int64_t>(Bop.rows),
                     static_cast<int64_t>(Bop.cols), Bop.ld, Bop.batch_stride, N, rows_c, batch_count,
-                    alignment(A.data), alignment(Bop.data), alignment(c.data_ptr())};
+                    alignment(A.data), alignment(Bop.data), alignment(c.data_ptr()), bias != nullptr ? 1 : 0};
   const MatmulPlan& plan = plan_for(blas.handle, key, data_type, compute, scale_type);
   if (!plan.found) {
+    if (bias != nullptr) return false;
     KILN_FAIL("matmul: cuBLASLt has no algorithm for ", dtype_name(dt), shape_str(a.shape()), " x ",
               shape_str(b.shape()), "; make the operands contiguous or compute on the CPU");
+  }
+  // The bias pointer changes per call and lives on the cached descriptor:
+  // set and launch under one lock, so two threads cannot swap biases.
+  static std::mutex bias_mu;
+  std::unique_lock<std::mutex> bias_lock(bias_mu, std::defer_lock);
+  if (bias != nullptr) {
+    bias_lock.lock();
+    KILN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   const size_t ws = kWorkspaceBytes;
   const double alpha64 = 1.0, beta64 = 0.0;
@@ -250,6 +277,32 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
   KILN_CUBLAS_CHECK(cublasLtMatmul(blas.handle, plan.op_desc, alpha, A.data, plan.la->desc, Bop.data, plan.lb->desc,
                                    beta, c.data_ptr(), plan.lc->desc, c.data_ptr(), plan.lc->desc, &plan.algo,
                                    blas.workspace.data_ptr(), ws, stream_for(device)));
+  return true;
+}
+
+}  // namespace
+
+void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) { run_matmul(in[0], in[1], out[0], nullptr); }
+
+// linear: x w^T with the bias in cuBLASLt's epilogue (one kernel, as torch's
+// addmm) where the bias is a contiguous [out_features] vector of the output's
+// dtype and cuBLASLt has an algorithm for it; else the product, then add_.
+void linear_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
+  const Tensor& x = in[0];
+  const Tensor w_t = in[1].t();
+  Tensor& y = out[0];
+  const bool bias = in.size() > 2 && in[2].defined();
+  if (x.dim() == 1 || y.dtype() != x.dtype()) {  // the op's rare shapes: as its decomposition
+    Tensor r = matmul(x, w_t);
+    y.copy_(bias ? add(r, in[2]) : r);
+    return;
+  }
+  const Tensor& b = bias ? in[2] : Tensor();
+  const bool epilogue = bias && b.dim() == 1 && b.shape()[0] == w_t.shape()[1] && b.is_contiguous() &&
+                        reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0;
+  if (epilogue && run_matmul(x, w_t, y, b.data_ptr())) return;
+  run_matmul(x, w_t, y, nullptr);
+  if (bias) y.add_(b);
 }
 
 }  // namespace kiln::cuda

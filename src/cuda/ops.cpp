@@ -25,6 +25,7 @@
 namespace kiln::cuda {
 
 void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a);  // matmul.cpp
+void linear_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a);  // matmul.cpp
 
 static_assert(static_cast<int>(Scalar::Float64) == static_cast<int>(DType::Float64) &&
                   static_cast<int>(Scalar::Float16) == static_cast<int>(DType::Float16) &&
@@ -552,6 +553,7 @@ void register_cuda_kernels() {
       {OpId::softmax_backward, on_device<softmax_backward_kernel<false>>},
       {OpId::log_softmax_backward, on_device<softmax_backward_kernel<true>>},
       {OpId::matmul, on_device<matmul_kernel>},
+      {OpId::linear, on_device<linear_kernel>},
       {OpId::nll_loss, on_device<nll_kernel>},
       {OpId::nll_loss_backward, on_device<nll_backward_kernel>},
       {OpId::full, on_device<full_kernel>},

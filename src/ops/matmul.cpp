@@ -1,5 +1,5 @@
-// Linear algebra: matmul on oneDNN's matmul primitive (float32), with addmm
-// and linear as composites of it.
+// Linear algebra: matmul on oneDNN's matmul primitive (float32), addmm as a
+// composite of it, and linear as an op of its own (below: why).
 //
 // The matmul op takes operands of at least 2 dims, [..., M, K] x [..., K, N]
 // with broadcast batch dims; the public function handles 1-D operands as
@@ -257,16 +257,73 @@ Tensors addmm_dec(TensorSpan in, const Attrs& a) {
   return {add(s, mm)};
 }
 
+// ---- linear: y = x w^T (+ bias) ----
+// An op of its own rather than a composite of matmul and add, so that a
+// backend can run it as one product with the bias in its epilogue (cuBLASLt
+// on CUDA: src/cuda/matmul.cpp). Its CPU kernel, its derivative and its
+// decomposition (which the compiler expands, so compiled graphs see matmul
+// and add as before) compute what the composite computed, in the same order.
+
+bool has_bias(TensorSpan in) { return in.size() > 2 && in[2].defined(); }
+
 Tensors linear_dec(TensorSpan in, const Attrs&) {
+  Tensor y = matmul(in[0], in[1].t());
+  if (has_bias(in)) y = add(y, in[2]);
+  return {y};
+}
+
+std::vector<TensorMeta> linear_infer(TensorSpan in, const Attrs&) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
+  KILN_CHECK(x.defined() && w.defined(), "linear: input and weight must be defined tensors");
   KILN_CHECK(w.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ", shape_str(w.shape()));
   KILN_CHECK(x.dim() >= 1 && x.shape()[x.dim() - 1] == w.shape()[1], "linear: input ", shape_str(x.shape()),
              " has last dim ", x.dim() ? x.shape()[x.dim() - 1] : 0, " but weight ", shape_str(w.shape()),
              " expects in_features = ", w.shape()[1]);
-  Tensor y = matmul(x, w.t());
-  if (in.size() > 2 && in[2].defined()) y = add(y, in[2]);
-  return {y};
+  KILN_CHECK(x.dtype() == w.dtype(), "linear: input and weight have different dtypes (", describe(in),
+             "); cast one with .to(dtype)");
+  KILN_CHECK(x.dtype() != DType::Bool, "linear: bool operands are not supported (", describe(in), ")");
+  Shape y(x.shape().begin(), x.shape().end() - 1);
+  y.push_back(w.shape()[0]);
+  DType dt = x.dtype();
+  if (has_bias(in)) {
+    const Tensor& b = in[2];
+    KILN_CHECK(broadcast_shapes(y, b.shape(), "linear (bias)") == y, "linear: bias ", shape_str(b.shape()),
+               " does not broadcast to the output ", shape_str(y), "; give it shape [out_features]");
+    dt = result_type(Tensors{x, b});
+  }
+  return {{y, dt, common_device(in, "linear")}};
+}
+
+void linear_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
+  Tensor& y = out[0];
+  // A bias of a wider dtype (the composite's promotion), or a 1-D input (the
+  // matmul op takes 2-D operands): through the decomposition.
+  if (y.dtype() != in[0].dtype() || in[0].dim() == 1) {
+    y.copy_(linear_dec(in, a)[0]);
+    return;
+  }
+  Tensors mm{in[0], in[1].t()};
+  matmul_kernel(mm, out, a);
+  if (has_bias(in)) y.add_(in[2]);
+}
+
+// The composite's derivative: matmul_back of x (w^T), then the bias as add's.
+Tensors linear_back(const BackwardCtx& c, TensorSpan g) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& w = c.inputs[1];
+  const Tensor& go = g[0];
+  Tensors out(c.input_metas.size());
+  if (c.needs_grad[0]) out[0] = matmul(go, w);
+  if (c.needs_grad[1]) {
+    const int64_t K = w.shape()[1], N = w.shape()[0];
+    const Tensor x2 = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, K});
+    const Tensor g2 = go.dim() == 1 ? go.unsqueeze(0) : go.reshape({-1, N});
+    out[1] = matmul(x2.t(), g2).t();
+  }
+  if (c.input_metas.size() > 2 && c.needs_grad[2])
+    out[2] = go.shape() == c.input_metas[2].shape ? go : sum_to(go, c.input_metas[2].shape);
+  return out;
 }
 
 }  // namespace
@@ -274,7 +331,10 @@ Tensors linear_dec(TensorSpan in, const Attrs&) {
 void register_matmul_ops() {
   define_op(kernel_op(OpId::matmul, matmul_infer, matmul_kernel, matmul_back, kSaveInputs));
   define_op(composite_op(OpId::addmm, addmm_dec));
-  define_op(composite_op(OpId::linear, linear_dec));
+  OpDef linear_def = kernel_op(OpId::linear, linear_infer, linear_kernel, linear_back, kSaveInputs);
+  linear_def.unsaved_inputs = 0b100;  // the derivative reads the bias's shape only
+  define_op(linear_def);
+  register_decomposition(OpId::linear, linear_dec);
 }
 
 // ---- public functions ----

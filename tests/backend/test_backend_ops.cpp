@@ -447,6 +447,20 @@ std::vector<OpCase> op_cases() {
   mm("matmul_both_transposed", {{17, 9}, {4, 17}}, [](const Tensors& x) { return matmul(x[0].t(), x[1].t()); });
   mm("matmul_sliced", {{9, 40}, {20, 6}}, [](const Tensors& x) { return matmul(x[0].slice(1, 0, 40, 2), x[1]); });
   mm("linear", {{32, 20}, {10, 20}, {10}}, [](const Tensors& x) { return linear(x[0], x[1], x[2]); });
+  // linear's bias in cuBLASLt's epilogue: batched input, no bias, a strided
+  // bias (no epilogue: the product, then add_), float64 and bfloat16.
+  mm("linear_batched", {{3, 7, 20}, {10, 20}, {10}}, [](const Tensors& x) { return linear(x[0], x[1], x[2]); });
+  mm("linear_no_bias", {{32, 20}, {10, 20}}, [](const Tensors& x) { return linear(x[0], x[1]); });
+  mm("linear_strided_bias", {{32, 20}, {10, 20}, {20}},
+     [](const Tensors& x) { return linear(x[0], x[1], x[2].slice(0, 0, 20, 2)); });
+  c.push_back({"linear_float64", {{16, 12}, {8, 12}, {8}},
+               [](const Tensors& x) { return linear(x[0], x[1], x[2]); }, DType::Float64});
+  c.push_back({"linear_bfloat16", {{64, 48}, {32, 48}, {32}},
+               [](const Tensors& x) {
+                 return linear(x[0].to(DType::BFloat16), x[1].to(DType::BFloat16), x[2].to(DType::BFloat16))
+                     .to(DType::Float32);
+               },
+               DType::Float32, Inputs::Normal, 2e-2});
   c.push_back({"matmul_float64", {{11, 6}, {6, 3}}, plain, DType::Float64});
   c.push_back({"matmul_bfloat16", {{64, 48}, {48, 32}},
                [](const Tensors& x) { return matmul(x[0].to(DType::BFloat16), x[1].to(DType::BFloat16)); },

@@ -1,5 +1,5 @@
 // The decompositions of ops that keep a fast eager kernel (softmax,
-// log_softmax, batch_norm, nll_loss, gelu and their backward ops, relu_backward;
+// log_softmax, batch_norm, nll_loss, gelu and their backward ops, relu_backward, linear;
 // src/ops/decompositions.cpp) against the kernels: the same outputs, the
 // same running-stat updates, the same gradients (autograd through the
 // primitive ops against the ops' own derivatives), and only primitive ops
@@ -307,6 +307,24 @@ TEST(Decompositions, ReluBackwardMatchesKernel) {
   }
 }
 
+// ---- linear ----
+// Its kernel (CPU: the matmul kernel and add_) and derivative against the
+// matmul + add the compiler expands it into: batched, 1-D and bias-free.
+TEST(Decompositions, LinearMatchesKernel) {
+  for (DType dt : kDtypes) {
+    for (const Shape& xs : {Shape{6, 4}, Shape{2, 3, 4}, Shape{4}}) {
+      for (bool bias : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + shape_str(xs) + (bias ? " bias" : ""));
+        Tensors in{random(xs, dt, 65), random({5, 4}, dt, 66)};
+        if (bias) in.push_back(random({5}, dt, 67));
+        expect_same_outputs(OpId::linear, in, {}, dt);
+        if (dt != DType::BFloat16)
+          expect_same_grads(OpId::linear, in, {}, bias ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1}, dt);
+      }
+    }
+  }
+}
+
 // ---- the table ----
 
 // Records the ops a scope calls (and lets them run).
@@ -331,16 +349,16 @@ bool is_primitive(OpId id) {
       return true;
     case OpKind::Composite:  // reshape etc.: their parts are recorded too
       return true;
-    default:
+    default:  // and matmul: an extern every backend keeps (linear decomposes into it)
       return id == OpId::copy || id == OpId::gather || id == OpId::scatter_add || id == OpId::one_hot ||
-             id == OpId::index_select || id == OpId::cat;
+             id == OpId::index_select || id == OpId::cat || id == OpId::matmul;
   }
 }
 
 const std::vector<OpId> kDecomposed = {OpId::softmax,          OpId::log_softmax,          OpId::softmax_backward,
                                        OpId::log_softmax_backward, OpId::batch_norm,       OpId::batch_norm_backward,
                                        OpId::nll_loss,         OpId::nll_loss_backward,    OpId::gelu,
-                                       OpId::gelu_backward,    OpId::relu_backward};
+                                       OpId::gelu_backward,    OpId::relu_backward,    OpId::linear};
 
 // Representative inputs for each op of kDecomposed.
 std::pair<Tensors, Attrs> sample_call(OpId id) {
@@ -370,6 +388,8 @@ std::pair<Tensors, Attrs> sample_call(OpId id) {
       return {{x, x}, Attrs().set("approximate", std::string("tanh"))};
     case OpId::relu_backward:
       return {{x, relu(x)}, {}};
+    case OpId::linear:
+      return {{x, random({5, 4}, DType::Float32, 43), random({5}, DType::Float32, 44)}, {}};
     default:
       KILN_FAIL("no sample call for ", op_name(id));
   }
