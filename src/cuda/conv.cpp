@@ -92,6 +92,11 @@ bool find_enabled() {
   return on;
 }
 
+bool runtime_fusion_enabled() {
+  static const bool on = env_is("KILN_CUDNN_RUNTIME_FUSION", "1");
+  return on;
+}
+
 void log_plan(const char* api, Kind kind, const Geom& g, DType dt, const char* choice, size_t workspace) {
   if (!std::getenv("KILN_CUDNN_LOG")) return;
   std::fprintf(stderr,
@@ -169,11 +174,12 @@ Tensor dense_aligned(const Tensor& t, MemoryFormat fmt) {
 
 // out = kind(a, b) where (a, b) is (x, w) forward, (dy, w) for the input's
 // gradient and (dy, x) for the weight's; forward, with epilogue e (bias of
-// out's dtype) when a graph plan takes it. Returns whether e was applied.
+// out's dtype) when a graph plan takes it. Returns whether it ran e (false
+// when e is empty: the caller then applies what e would have).
 bool run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const Tensor& out,
          const Tensor& bias = Tensor(), Epilogue e = {}) {
   const int device = out.device().index;
-  if (out.numel() == 0) return true;
+  if (out.numel() == 0) return false;
   if (a_in.numel() == 0 || b_in.numel() == 0) {  // an empty sum
     Tensor(out).fill_(0.0);
     return false;
@@ -202,7 +208,7 @@ bool run(Kind kind, const Geom& g, const Tensor& a_in, const Tensor& b_in, const
   if (p->workspace() > 0) ws = Tensor::empty({static_cast<int64_t>(p->workspace())}, DType::UInt8, out.device());
   p->run(h, ops, p->workspace() > 0 ? ws.data_ptr() : nullptr);
   if (!o.shares_storage(out)) Tensor(out).copy_(o);
-  return fused || !e.any();
+  return fused;
 }
 
 }  // namespace
@@ -219,7 +225,7 @@ void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   e.act = act == "relu" ? Activation::Relu : act == "gelu" ? Activation::Gelu : Activation::None;
   e.bias = has_bias;
   if (has_bias && in[2].dtype() != out[0].dtype()) e = {};  // the graph takes a bias of the output's dtype
-  if (run(Kind::Forward, g, in[0], in[1], out[0], has_bias ? in[2] : Tensor(), e) && e.any()) return;
+  if (run(Kind::Forward, g, in[0], in[1], out[0], has_bias ? in[2] : Tensor(), e)) return;
   if (has_bias) out[0].add_(in[2].view({1, g.O, 1, 1}));
   if (!act.empty()) out[0].copy_(act == "relu" ? relu(out[0]) : gelu(out[0], "none"));
 }

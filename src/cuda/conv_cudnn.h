@@ -61,6 +61,10 @@ Numerics numerics_for(DType dt);
 // candidates on the first call's buffers (as torch.backends.cudnn.benchmark).
 bool find_enabled();
 
+// KILN_CUDNN_RUNTIME_FUSION=1: epilogue graphs may take engines compiled at
+// run time (a compile per shape on its first call).
+bool runtime_fusion_enabled();
+
 cudnnDataType_t cudnn_data_type(DType t);
 
 // Workspaces above this are skipped for a lesser algorithm.

@@ -24,7 +24,6 @@
 // (TF32); Winograd's engines only where numerics allow. Engines compiled at
 // run time (NVRTC, seconds each) are left out.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -273,13 +272,6 @@ float time_plan(cudnnHandle_t h, const BackendDesc& plan, const Operands& o, boo
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return best;
-}
-
-// KILN_CUDNN_RUNTIME_FUSION=1: epilogue graphs may take engines compiled at
-// run time.
-bool runtime_fusion_enabled() {
-  const char* v = std::getenv("KILN_CUDNN_RUNTIME_FUSION");
-  return v != nullptr && std::string(v) == "1";
 }
 
 }  // namespace

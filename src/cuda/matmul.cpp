@@ -1,8 +1,9 @@
 // matmul and linear on CUDA through cuBLASLt (linear's bias in the product's
 // epilogue): float32 (full float32 arithmetic, no TF32, so results match the
-// CPU's), float64, and float16/bfloat16 with float32 accumulation. Strided and transposed operands go to cuBLASLt as
-// they are (a transpose flag and a leading dimension); only operands with
-// neither of the last two dims unit-stride, or broadcast batches, are copied.
+// CPU's), float64, and float16/bfloat16 with float32 accumulation. Strided
+// and transposed operands go to cuBLASLt as they are (a transpose flag and a
+// leading dimension); only operands with neither of the last two dims
+// unit-stride, or broadcast batches, are copied.
 //
 // cuBLASLt is column-major: row-major C = A B is computed as C^T = B^T A^T,
 // whose column-major operands are exactly the row-major buffers.
@@ -17,6 +18,7 @@
 #include <optional>
 
 #include "cuda/check.h"
+#include "cuda/kernels.h"
 #include "kiln/cuda.h"
 #include "kiln/ops.h"
 #include "ops/matmul_batch.h"
@@ -287,19 +289,18 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) { run_mat
 // linear: x w^T with the bias in cuBLASLt's epilogue (one kernel, as torch's
 // addmm) where the bias is a contiguous [out_features] vector of the output's
 // dtype and cuBLASLt has an algorithm for it; else the product, then add_.
-void linear_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
+void linear_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Tensor& x = in[0];
   const Tensor w_t = in[1].t();
   Tensor& y = out[0];
   const bool bias = in.size() > 2 && in[2].defined();
-  if (x.dim() == 1 || y.dtype() != x.dtype()) {  // the op's rare shapes: as its decomposition
-    Tensor r = matmul(x, w_t);
-    y.copy_(bias ? add(r, in[2]) : r);
+  if (x.dim() == 1 || y.dtype() != x.dtype()) {  // the op's rare shapes: its decomposition
+    y.copy_(op_def(OpId::linear).decompose(in, a)[0]);
     return;
   }
   const Tensor& b = bias ? in[2] : Tensor();
   const bool epilogue = bias && b.dim() == 1 && b.shape()[0] == w_t.shape()[1] && b.is_contiguous() &&
-                        reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0;
+                        aligned16(b.data_ptr());
   if (epilogue && run_matmul(x, w_t, y, b.data_ptr())) return;
   run_matmul(x, w_t, y, nullptr);
   if (bias) y.add_(b);

@@ -321,8 +321,7 @@ Tensors linear_back(const BackwardCtx& c, TensorSpan g) {
     const Tensor g2 = go.dim() == 1 ? go.unsqueeze(0) : go.reshape({-1, N});
     out[1] = matmul(x2.t(), g2).t();
   }
-  if (c.input_metas.size() > 2 && c.needs_grad[2])
-    out[2] = go.shape() == c.input_metas[2].shape ? go : sum_to(go, c.input_metas[2].shape);
+  if (c.input_metas.size() > 2 && c.needs_grad[2]) out[2] = sum_to(go, c.input_metas[2].shape);
   return out;
 }
 
