@@ -44,6 +44,7 @@
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
 #include "ops/conv_autotune.h"
+#include "ops/blocked_layout.h"
 #include "ops/conv_fused.h"
 #include "ops/dnnl/dnnl_utils.h"
 #include "ops/families.h"
@@ -249,18 +250,21 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, ConvAlgo algo,
 // A dnnl::error (no implementation for this data type on this CPU) escapes
 // get_entry before anything is cached.
 // algo is Auto or Direct (Tuned is resolved before).
+// blocked: the output-side activation (the forward's output, the backward
+// kinds' grad_out) is an nChw16c tensor (ops/blocked_layout.h), not NCHW.
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
-                                     Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto) {
+                                     Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
+                                     bool blocked = false) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
                            bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act),
-                           static_cast<int64_t>(algo)};
+                           static_cast<int64_t>(algo), blocked ? 1 : 0};
   return onednn::cached<ConvEntry>(key, [&]() {
     auto e = std::make_shared<ConvEntry>();
     e->kind = kind;
     DnnlDims d = dnnl_dims(g);
     memory::desc src_user = plain_md(d.src, memory::format_tag::nchw, dt);
-    memory::desc dst_user = plain_md(d.dst, memory::format_tag::nchw, dt);
+    memory::desc dst_user = plain_md(d.dst, blocked ? memory::format_tag::nChw16c : memory::format_tag::nchw, dt);
     memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
     auto fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
@@ -286,10 +290,12 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
 }
 
 // Runs one cached primitive: a and b are the two inputs (contiguous, user
-// layouts, of data type dt), c the contiguous output of that type.
+// layouts, of data type dt), c the contiguous output of that type; blocked as
+// for get_entry.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-              DataType dt = DataType::f32, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto) {
-  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo);
+              DataType dt = DataType::f32, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
+              bool blocked = false) {
+  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo, blocked);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
   memory a_user = onednn::wrap(e->a_user, a), b_user = onednn::wrap(e->b_user, b);
   memory c_user = onednn::wrap(e->c_user, c);
@@ -528,7 +534,8 @@ double seconds_of(F&& f) {
 }
 
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto);
+                  const Tensor& out, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
+                  bool blocked = false);
 
 // The kind and shape part of an autotuning table key (ops/conv_autotune.h).
 std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
@@ -549,11 +556,11 @@ std::string bf16_key(Kind kind, const ConvGeom& g, bool bias) {
 // timed rounds), the faster recorded and, if it did not run last, run again
 // so `out` holds its result.
 void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                        const Tensor& out, Activation act) {
+                        const Tensor& out, Activation act, bool blocked) {
   const std::string key = tuned_key(kind, g, bias.defined(), act);
   if (std::optional<std::string> v = conv_autotune::lookup(key); v && (*v == "direct" || *v == "auto"))
-    return conv_compute(kind, g, a, b, bias, out, act, *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto);
-  auto run = [&](ConvAlgo algo) { conv_compute(kind, g, a, b, bias, out, act, algo); };
+    return conv_compute(kind, g, a, b, bias, out, act, *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto, blocked);
+  auto run = [&](ConvAlgo algo) { conv_compute(kind, g, a, b, bias, out, act, algo, blocked); };
   run(ConvAlgo::Auto);
   run(ConvAlgo::Direct);
   // Interleaved, best of three each: a burst of load from elsewhere on the
@@ -571,25 +578,30 @@ void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Ten
 
 // Computes `out` = act(kind(a, b, bias)) in the right precision.
 // algo applies to float32 (bfloat16 runs oneDNN's choice; float64 the reference loops).
+// blocked (float32 only, checked by the ops' shape rules): the output-side
+// activation is nChw16c, as for get_entry.
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out, Activation act, ConvAlgo algo) {
+                  const Tensor& out, Activation act, ConvAlgo algo, bool blocked) {
   if (out.numel() == 0) return;
   if (algo == ConvAlgo::Tuned) {
     if (out.dtype() == DType::Float32 && a.numel() > 0 && b.numel() > 0)
-      return conv_compute_tuned(kind, g, a, b, bias, out, act);
+      return conv_compute_tuned(kind, g, a, b, bias, out, act, blocked);
     algo = ConvAlgo::Auto;
   }
   // bfloat16 decides per path below (bfloat16 kernel or float32).
   if (out.dtype() != DType::BFloat16 && !runs_as_post_op(out.dtype(), DataType::f32, g, bias.defined(), act, algo)) {
-    conv_compute(kind, g, a, b, bias, out, Activation::None, algo);
-    apply_activation(act, out);
+    conv_compute(kind, g, a, b, bias, out, Activation::None, algo, blocked);
+    apply_activation(act, out);  // elementwise: the same in either layout
     return;
   }
   if (a.numel() == 0 || b.numel() == 0) {
     // An empty reduction (no input channels or no batch): zeros, plus the
     // bias for a forward convolution.
     std::memset(out.data_ptr(), 0, out.nbytes());
-    if (kind == Kind::Forward && bias.defined()) cpu::copy_cast(bias.view({1, g.O, 1, 1}), out);
+    if (kind == Kind::Forward && bias.defined()) {
+      Shape per_channel = blocked ? Shape{1, g.O / kChannelBlock, 1, 1, kChannelBlock} : Shape{1, g.O, 1, 1};
+      cpu::copy_cast(bias.view(per_channel), out);
+    }
     apply_activation(act, out);
     return;
   }
@@ -606,7 +618,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   auto in_float32 = [&] {
     Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias);
     if (out.dtype() == DType::Float32) {
-      run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act, algo);
+      run_dnnl(kind, g, a32, b32, bias32, out, DataType::f32, act, algo, blocked);
       return;
     }
     // A bfloat16 convolution run in float32 (measured faster, or no
@@ -661,14 +673,27 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
     KILN_CHECK(b.dtype() == x.dtype(), "conv2d: bias is ", dtype_name(b.dtype()), " but input is ",
                dtype_name(x.dtype()), "; cast them to one dtype");
   }
-  return {{{g.N, g.O, g.OH, g.OW}, x.dtype(), common_device(in, "conv2d")}};
+  const Device dev = common_device(in, "conv2d");
+  Shape os{g.N, g.O, g.OH, g.OW};
+  if (wants_blocked(a, "out_layout", "conv2d")) {
+    check_blocked_dtype(x, dev, "conv2d");
+    os = blocked_shape(os, "conv2d");
+  }
+  return {{os, x.dtype(), dev}};
 }
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   ConvGeom g = conv_geometry(in[0].shape(), in[1].shape(), a, "conv2d");
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a));
+  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a),
+               wants_blocked(a, "out_layout", "conv2d"));
+}
+// The nChw16c forms are the compiler's, after its backward graph is made.
+void check_no_blocked_derivative(const Attrs& a, const char* name, const char* op) {
+  KILN_CHECK(!a.has(name), op, " with ", name, "=nChw16c has no derivative: it is a compiled graph's form of the op, "
+             "made after the graph's backward; differentiate the plain op");
 }
 Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
+  check_no_blocked_derivative(c.attrs, "out_layout", "conv2d");
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
@@ -687,10 +712,11 @@ Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
 }
 
 // ---- conv2d_backward_input / conv2d_backward_weight ----
-void check_grad_out(const Tensor& go, const ConvGeom& g, const char* op) {
+void check_grad_out(const Tensor& go, const ConvGeom& g, bool blocked, const char* op) {
   Shape want{g.N, g.O, g.OH, g.OW};
+  if (blocked) want = blocked_shape(want, op);
   KILN_CHECK(go.shape() == want, op, ": grad_out has shape ", shape_str(go.shape()), " but the convolution's output is ",
-             shape_str(want));
+             shape_str(want), blocked ? " (grad_out_layout=nChw16c)" : "");
 }
 // The two backward ops take (grad_out, other) and the shape of what they
 // produce as an attribute: for Data, other is the weight and the attribute
@@ -713,20 +739,24 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
   check_float(go, Op::name, "grad_out");
   KILN_CHECK(go.dtype() == other.dtype(), Op::name, ": grad_out is ", dtype_name(go.dtype()), " but ", Op::other,
              " is ", dtype_name(other.dtype()));
-  check_grad_out(go, Op::geometry(other.shape(), a), Op::name);
+  const Device dev = common_device(in, Op::name);
+  const bool blocked = wants_blocked(a, "grad_out_layout", Op::name);
+  if (blocked) check_blocked_dtype(go, dev, Op::name);
+  check_grad_out(go, Op::geometry(other.shape(), a), blocked, Op::name);
   algorithm_of(a);  // checks the name
-  return {{Op::out_shape(a), go.dtype(), common_device(in, Op::name)}};
+  return {{Op::out_shape(a), go.dtype(), dev}};
 }
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], Activation::None,
-               algorithm_of(a));
+               algorithm_of(a), wants_blocked(a, "grad_out_layout", BackwardOp<K>::name));
 }
 
 // ---- conv2d_backward_input(grad_out, weight) -> grad_input ----
 // conv2d_backward_input is bilinear in (grad_out, weight): its derivative
 // is a forward convolution and a weight gradient.
 Tensors conv2d_bwd_input_back(const BackwardCtx& c, TensorSpan gg) {
+  check_no_blocked_derivative(c.attrs, "grad_out_layout", "conv2d_backward_input");
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& go = c.inputs[0];
   const Tensor& w = c.inputs[1];
@@ -738,6 +768,7 @@ Tensors conv2d_bwd_input_back(const BackwardCtx& c, TensorSpan gg) {
 
 // ---- conv2d_backward_weight(grad_out, input) -> grad_weight ----
 Tensors conv2d_bwd_weight_back(const BackwardCtx& c, TensorSpan gg) {
+  check_no_blocked_derivative(c.attrs, "grad_out_layout", "conv2d_backward_weight");
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& go = c.inputs[0];
   const Tensor& x = c.inputs[1];

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/ops.h"
+#include "ops/blocked_layout.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
 #include "ops/families.h"
@@ -299,16 +300,161 @@ void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_
   }
 }
 
+// The 16 lanes of an [n][16] tile (positions x lanes, 32-bit values) as 16
+// rows of n: rows(l, o, v) takes 8 consecutive positions o..o+7 of lane l
+// (an 8x8 transpose in AVX2 registers), one(l, o, i) the tail's positions one
+// at a time. Used to write a pooled nChw16c block into its 16 NCHW planes.
+template <typename Rows, typename One>
+void transpose_tile16(const float* tile, int64_t n, Rows&& rows, One&& one) {
+  int64_t o = 0;
+  for (; o + 8 <= n; o += 8)
+    for (int64_t l0 = 0; l0 < 16; l0 += 8) {
+      __m256 r[8], t[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(tile + (o + i) * 16 + l0);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+      }
+      for (int i = 0; i < 4; ++i) {
+        rows(l0 + i, o, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        rows(l0 + i + 4, o, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+      }
+    }
+  for (; o < n; ++o)
+    for (int64_t l = 0; l < 16; ++l) one(l, o, o * 16 + l);
+}
+
+// max_pool2d over an nChw16c input (ops/blocked_layout.h; the compiler's
+// layout pass): the 16 channels of a block pooled side by side, each window
+// walked in max_pool_plane's order with its tie and NaN rule (a later value
+// replaces the max when greater or NaN), so values and indices are the NCHW
+// kernels' bit for bit. A block's outputs are gathered in a tile and
+// transposed into its 16 NCHW planes.
+void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64_t* idx) {
+  constexpr int64_t L = kChannelBlock;
+  KILN_CHECK(g.H * g.W < (int64_t{1} << 31), "max_pool2d: planes of ", g.H, "x", g.W, " are too large for the ",
+             "nChw16c kernel's 32-bit offsets; use smaller images");
+  const Tensor xc = x.contiguous();
+  const float* xp = xc.data<float>();
+  float* yp = y.data<float>();
+  const int64_t in_block = g.H * g.W * L, out_plane = g.OH * g.OW;
+  // Every window inside the plane (ceil_mode's last one may hang over).
+  const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
+                          g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+  auto take = [](__m256 v, __m256 m) { return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); };
+  auto pick = [](__m256i a, __m256i b, __m256 s) {
+    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), s));
+  };
+  cpu::parallel_for(g.planes / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
+    std::vector<float> tm(static_cast<size_t>(out_plane * L));
+    std::vector<int32_t> tk(idx ? static_cast<size_t>(out_plane * L) : 0);
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* xb = xp + b * in_block;
+      // 2x2 stride 2 (airbench's pools): the four window positions unrolled,
+      // in the general loop's order (top-left, top-right, bottom-left, bottom-right).
+      for (int64_t oh = 0; two_by_two && oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t c = 2 * oh * g.W + 2 * ow;
+          const float* v = xb + c * L;
+          const int64_t o = (oh * g.OW + ow) * L;
+          for (int half = 0; half < 2; ++half) {
+            const float* vh = v + 8 * half;
+            __m256 m = _mm256_loadu_ps(vh);
+            const __m256 v1 = _mm256_loadu_ps(vh + L), v2 = _mm256_loadu_ps(vh + g.W * L),
+                         v3 = _mm256_loadu_ps(vh + (g.W + 1) * L);
+            __m256 s1 = take(v1, m);
+            m = _mm256_blendv_ps(m, v1, s1);
+            __m256 s2 = take(v2, m);
+            m = _mm256_blendv_ps(m, v2, s2);
+            __m256 s3 = take(v3, m);
+            m = _mm256_blendv_ps(m, v3, s3);
+            _mm256_storeu_ps(tm.data() + o + 8 * half, m);
+            if (!idx) continue;
+            __m256i k = _mm256_set1_epi32(static_cast<int>(c));
+            k = pick(k, _mm256_set1_epi32(static_cast<int>(c + 1)), s1);
+            k = pick(k, _mm256_set1_epi32(static_cast<int>(c + g.W)), s2);
+            k = pick(k, _mm256_set1_epi32(static_cast<int>(c + g.W + 1)), s3);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk.data() + o + 8 * half), k);
+          }
+        }
+      for (int64_t oh = 0; !two_by_two && oh < g.OH; ++oh) {
+        int64_t hs = oh * g.sh - g.ph;
+        const int64_t he = std::min(hs + (g.kh - 1) * g.dh + 1, g.H);
+        while (hs < 0) hs += g.dh;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          int64_t ws = ow * g.sw - g.pw;
+          const int64_t we = std::min(ws + (g.kw - 1) * g.dw + 1, g.W);
+          while (ws < 0) ws += g.dw;
+          // The 16 lanes as two 8-float vectors (AVX2, the floor), as max_pool_plane_2x2.
+          __m256 m[2] = {_mm256_set1_ps(-std::numeric_limits<float>::infinity()),
+                         _mm256_set1_ps(-std::numeric_limits<float>::infinity())};
+          const __m256i first = _mm256_set1_epi32(static_cast<int>(hs * g.W + ws));
+          __m256i k[2] = {first, first};
+          for (int64_t h = hs; h < he; h += g.dh)
+            for (int64_t w = ws; w < we; w += g.dw) {
+              const float* v = xb + (h * g.W + w) * L;
+              const __m256i pos = _mm256_set1_epi32(static_cast<int>(h * g.W + w));
+              for (int half = 0; half < 2; ++half) {
+                const __m256 xv = _mm256_loadu_ps(v + 8 * half);
+                const __m256 s = take(xv, m[half]);
+                m[half] = _mm256_blendv_ps(m[half], xv, s);
+                k[half] = pick(k[half], pos, s);
+              }
+            }
+          const int64_t o = (oh * g.OW + ow) * L;
+          _mm256_storeu_ps(tm.data() + o, m[0]);
+          _mm256_storeu_ps(tm.data() + o + 8, m[1]);
+          if (idx) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk.data() + o), k[0]);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk.data() + o + 8), k[1]);
+          }
+        }
+      }
+      float* yb = yp + b * L * out_plane;  // the block's 16 planes, one after the other
+      transpose_tile16(
+          tm.data(), out_plane, [&](int64_t l, int64_t o, __m256 v) { _mm256_storeu_ps(yb + l * out_plane + o, v); },
+          [&](int64_t l, int64_t o, int64_t i) { yb[l * out_plane + o] = tm[static_cast<size_t>(i)]; });
+      if (!idx) continue;
+      int64_t* ib = idx + b * L * out_plane;
+      transpose_tile16(
+          reinterpret_cast<const float*>(tk.data()), out_plane,
+          [&](int64_t l, int64_t o, __m256 v) {
+            const __m256i k = _mm256_castps_si256(v);
+            auto* dst = reinterpret_cast<__m256i*>(ib + l * out_plane + o);
+            _mm256_storeu_si256(dst, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)));
+            _mm256_storeu_si256(dst + 1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)));
+          },
+          [&](int64_t l, int64_t o, int64_t i) { ib[l * out_plane + o] = tk[static_cast<size_t>(i)]; });
+    }
+  });
+}
+
+// The NCHW shape of max_pool2d's input (its nChw16c form checked).
+Shape max_pool_input_shape(const Tensor& x, const Attrs& a) {
+  if (!wants_blocked(a, "input_layout", "max_pool2d")) return x.shape();
+  check_blocked_dtype(x, x.device(), "max_pool2d");
+  return nchw_of_blocked(x.shape(), "max_pool2d");
+}
+
 std::vector<TensorMeta> max_pool_infer(TensorSpan in, const Attrs& a) {
   check_pool_dtype(in[0], "max_pool2d");
-  PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
-  Shape os = out_shape(in[0].shape(), g);
+  const Shape xs = max_pool_input_shape(in[0], a);
+  PoolGeom g = pool_geometry(xs, a, "max_pool2d", true);
+  Shape os = out_shape(xs, g);
   return {{os, in[0].dtype(), in[0].device()}, {wants_max_pool_indices(a) ? os : Shape{0}, DType::Int64, in[0].device()}};
 }
 
 void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  PoolGeom g = pool_geometry(in[0].shape(), a, "max_pool2d", true);
+  const Shape xs = max_pool_input_shape(in[0], a);
+  PoolGeom g = pool_geometry(xs, a, "max_pool2d", true);
   int64_t* ip = wants_max_pool_indices(a) ? out[1].data<int64_t>() : nullptr;
+  if (xs != in[0].shape()) return max_pool_blocked(g, in[0], out[0], ip);
   bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
               g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
   std::vector<int32_t> corner;
@@ -336,6 +482,8 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }
 
 Tensors max_pool_back(const BackwardCtx& c, TensorSpan g) {
+  KILN_CHECK(!c.attrs.has("input_layout"), "max_pool2d with input_layout=nChw16c has no derivative: it is a compiled ",
+             "graph's form of the op, made after the graph's backward; differentiate the plain op");
   KILN_CHECK(wants_max_pool_indices(c.attrs), "max_pool2d: this call was made with indices=false (no gradient was "
              "expected: grad mode off or an input that needs none), so it has no backward; call max_pool2d_with_indices");
   return {max_pool2d_backward(g[0], c.outputs[1], c.input_metas[0].shape)};
@@ -353,7 +501,33 @@ std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
              "max_pool2d_backward: grad_out ", shape_str(go.shape()), " and indices ", shape_str(idx.shape()),
              " must have the same 4-D shape with the N, C of input_shape ", shape_str(xs));
   check_pool_dtype(go, "max_pool2d_backward");
+  if (wants_blocked(a, "grad_input_layout", "max_pool2d_backward")) {
+    check_blocked_dtype(go, go.device(), "max_pool2d_backward");
+    return {{blocked_shape(xs, "max_pool2d_backward"), go.dtype(), go.device()}};
+  }
   return {{xs, go.dtype(), go.device()}};
+}
+
+// Adds grad_out plane `src` (n values) into its input plane at the indices
+// `id`: element k of the plane is dst[k * stride] (1 for NCHW, 16 for an
+// nChw16c block's lane). Indices are user data: a bad one is noted in `bad`
+// (an exception cannot leave an OpenMP region) and reported after the loop.
+struct BadIndex {
+  std::atomic<bool> seen{false};
+  std::atomic<int64_t> index{0};
+};
+template <typename T>
+void scatter_plane(const T* src, const int64_t* id, int64_t n, T* dst, int64_t stride, int64_t in_plane,
+                   BadIndex& bad) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = id[i];
+    if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(in_plane)) [[unlikely]] {
+      bad.index.store(k, std::memory_order_relaxed);
+      bad.seen.store(true, std::memory_order_relaxed);
+      continue;
+    }
+    dst[k * stride] += src[i];
+  }
 }
 
 void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
@@ -362,30 +536,37 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   int64_t in_plane = xs[2] * xs[3];
   int64_t out_plane = idx.shape()[2] * idx.shape()[3];
   const int64_t* ip = idx.data<int64_t>();
-  // Indices are user data: a bad one is noted in the loop (an exception
-  // cannot leave an OpenMP region) and reported after it.
-  std::atomic<bool> bad{false};
-  std::atomic<int64_t> bad_index{0};
-  for_each_plane(in[0], out[0], [&]<typename T>(const T* src, T* dst, int64_t p) {
-    std::memset(static_cast<void*>(dst), 0, sizeof(T) * in_plane);
-    const int64_t* id = ip + p * out_plane;
-    for (int64_t i = 0; i < out_plane; ++i) {
-      int64_t k = id[i];
-      if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(in_plane)) [[unlikely]] {
-        bad_index.store(k, std::memory_order_relaxed);
-        bad.store(true, std::memory_order_relaxed);
-        continue;
+  BadIndex bad;
+  if (wants_blocked(a, "grad_input_layout", "max_pool2d_backward")) {
+    // Into nChw16c blocks: the block's 16 grad_out planes, each into its lane.
+    constexpr int64_t L = kChannelBlock;
+    const Tensor go = in[0].contiguous();
+    const float* gp = go.data<float>();
+    float* dp = out[0].data<float>();
+    const int64_t in_block = in_plane * L;
+    cpu::parallel_for(xs[0] * xs[1] / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        float* db = dp + b * in_block;
+        std::memset(static_cast<void*>(db), 0, sizeof(float) * in_block);
+        for (int64_t l = 0; l < L; ++l)
+          scatter_plane(gp + (b * L + l) * out_plane, ip + (b * L + l) * out_plane, out_plane, db + l, L, in_plane, bad);
       }
-      dst[k] += src[i];
-    }
-  });
-  KILN_CHECK(!bad.load(), "max_pool2d_backward: index ", bad_index.load(), " is outside the input plane of ", xs[2],
+    });
+  } else {
+    for_each_plane(in[0], out[0], [&]<typename T>(const T* src, T* dst, int64_t p) {
+      std::memset(static_cast<void*>(dst), 0, sizeof(T) * in_plane);
+      scatter_plane(src, ip + p * out_plane, out_plane, dst, 1, in_plane, bad);
+    });
+  }
+  KILN_CHECK(!bad.seen.load(), "max_pool2d_backward: index ", bad.index.load(), " is outside the input plane of ", xs[2],
              "x", xs[3], " = ", in_plane, " elements (input_shape ", shape_str(xs),
              "); indices must be in [0, H*W), as max_pool2d_with_indices returns them");
 }
 
 // Double backward: the gradient of a scatter by index is a gather by it.
 Tensors max_pool_bwd_back(const BackwardCtx& c, TensorSpan gg) {
+  KILN_CHECK(!c.attrs.has("grad_input_layout"), "max_pool2d_backward with grad_input_layout=nChw16c has no ",
+             "derivative: it is a compiled graph's form of the op; differentiate the plain op");
   const Tensor& idx = c.inputs[1];
   Tensors out(2);
   if (c.needs_grad[0]) out[0] = gather(gg[0].flatten(2), 2, idx.flatten(2)).view(idx.shape());

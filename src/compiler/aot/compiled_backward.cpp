@@ -167,8 +167,10 @@ std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::str
   fb.num_saved = fb.partition.saved.size();
   fb.tangent_of = j->tangent_of;
   fb.grad_of = j->grad_of;
-  run_passes(fb.forward, default_passes(mode));
-  run_passes(fb.backward, default_passes(mode));
+  for (Graph* g : {&fb.forward, &fb.backward}) {
+    run_passes(*g, default_passes(mode));
+    run_passes(*g, layout_passes());
+  }
   fb.backward_primals = drop_unread_primals(fb.backward, j->num_primals);
   return fb;
 }

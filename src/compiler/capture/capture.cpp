@@ -651,6 +651,8 @@ class CaptureMode final : public DispatchMode {
       std::vector<Pass> passes = {{"functionalize", [](Graph& x) { functionalize(x); }}};
       for (Pass& p : default_passes(st_.options.mode())) passes.push_back(std::move(p));
       run_passes(s.executable, passes);
+      s.differentiable = s.executable;
+      run_passes(s.executable, layout_passes());
       if (recording_)
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
                                         print(s.executable));
@@ -692,7 +694,7 @@ class CaptureMode final : public DispatchMode {
 
   void build_aot(Segment& s) {
     s.aot_tried = true;
-    std::optional<ForwardBackward> fb = split_forward_backward(s.executable, &s.aot_refused, st_.options.mode());
+    std::optional<ForwardBackward> fb = split_forward_backward(s.differentiable, &s.aot_refused, st_.options.mode());
     if (!fb) {
       log_event(LogCategory::Aot, "'" + st_.options.name() + "' keeps the eager tape for its backward: " + s.aot_refused);
       return;
@@ -700,7 +702,7 @@ class CaptureMode final : public DispatchMode {
     log_event(LogCategory::Aot, "'" + st_.options.name() + "' split ahead of time: the backward keeps " +
                                     std::to_string(fb->num_saved) + " values, " +
                                     std::to_string(fb->partition.saved_bytes) + " bytes (eager autograd: " +
-                                    std::to_string(eager_saved_bytes(s.executable)) + ")\n" + print(fb->forward) +
+                                    std::to_string(eager_saved_bytes(s.differentiable)) + ")\n" + print(fb->forward) +
                                     print(fb->backward));
     const std::string backend = st_.options.backend();
     s.aot = std::make_unique<AotRunner>(std::move(*fb), [backend](const Graph& g) { return make_executable(g, backend); });

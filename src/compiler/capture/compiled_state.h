@@ -36,6 +36,9 @@ struct RecordedCall {
 struct Segment {
   Graph graph;       // as captured: what replay checks against
   Graph executable;  // after functionalization and the passes: what runs
+  // The executable before layout_passes: what the ahead-of-time backward
+  // splits (blocked layouts have no derivative).
+  Graph differentiable;
   std::vector<RecordedCall> calls;
   bool has_backward = false;  // a backward pass was captured into this graph
   bool ends_in_break = false;

@@ -8,6 +8,7 @@
 #include "compiler/log.h"
 #include "compiler/graph/verifier.h"
 #include "compiler/passes/autotune_convolutions.h"
+#include "compiler/passes/blocked_layouts.h"
 #include "compiler/passes/constant_folding.h"
 #include "compiler/passes/copy_back_removal.h"
 #include "compiler/passes/cse.h"
@@ -15,6 +16,7 @@
 #include "compiler/passes/fold_batch_norm.h"
 #include "compiler/passes/fuse_conv_activation.h"
 #include "compiler/passes/noop_removal.h"
+#include "core/cpu_features.h"
 
 namespace kiln::compiler {
 
@@ -59,6 +61,16 @@ std::vector<Pass> default_passes(std::string_view mode) {
   };
   if (mode == "max-autotune") passes.push_back({"autotune_convolutions", [](Graph& g) { autotune_convolutions(g); }});
   return passes;
+}
+
+std::vector<Pass> layout_passes() {
+  return {
+      // nChw16c is oneDNN's float32 block on AVX-512; an AVX2 host computes in
+      // nChw8c, where a 16c operand would cost a reorder instead of saving one.
+      {"blocked_layouts", [](Graph& g) {
+         if (cpu_has_avx512()) keep_blocked_layouts(g);
+       }},
+  };
 }
 
 }  // namespace kiln::compiler

@@ -1,0 +1,61 @@
+// oneDNN's blocked activation layout nChw16c as a kiln tensor, for the
+// compiler's layout pass (src/compiler/passes/blocked_layouts.h).
+//
+// oneDNN's float32 convolutions on AVX-512 compute in nChw16c: channels in
+// blocks of 16, the 16 channels of one pixel side by side. An NCHW tensor of
+// N, C, H, W (C a multiple of 16) in that layout is exactly a contiguous
+// [N, C/16, H, W, 16] tensor, element (n, c, h, w) at [n, c / 16, h, w, c % 16].
+// The ops that read or write it say so with an attribute (its value "nChw16c"),
+// keep their NCHW meaning otherwise and give bit-for-bit the results of the
+// plain op:
+//   conv2d                    out_layout         its output
+//   conv2d_backward_input/_weight  grad_out_layout  its grad_out
+//   max_pool2d                input_layout       its input (outputs stay NCHW)
+//   max_pool2d_backward       grad_input_layout  its output
+// so a convolution's output reaches its max-pool, and the pool's gradient its
+// convolution's two backward kernels, without a reorder into the blocked
+// layout and back on each side. Float32 on the CPU only; compiled graphs only
+// (the ops have no derivative in this form).
+#pragma once
+#include <string>
+
+#include "core/attrs.h"
+#include "kiln/error.h"
+#include "kiln/shape.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+inline constexpr const char* kNChw16c = "nChw16c";
+inline constexpr int64_t kChannelBlock = 16;
+
+// Whether attribute `name` of `op` asks for nChw16c (absent: plain NCHW).
+inline bool wants_blocked(const Attrs& a, const char* name, const char* op) {
+  if (!a.has(name)) return false;
+  const std::string& v = a.s(name);
+  KILN_CHECK(v == kNChw16c, op, ": ", name, "=\"", v, "\" is not a layout kiln knows; the only one is \"", kNChw16c,
+             "\" (or leave the attribute out for NCHW)");
+  return true;
+}
+
+// [N, C/16, H, W, 16] for the NCHW shape `s`; C must be a multiple of 16.
+inline Shape blocked_shape(const Shape& s, const char* op) {
+  KILN_CHECK(s.size() == 4 && s[1] % kChannelBlock == 0, op, ": the nChw16c layout needs a 4-D NCHW shape with ",
+             "channels a multiple of 16, got ", shape_str(s));
+  return {s[0], s[1] / kChannelBlock, s[2], s[3], kChannelBlock};
+}
+
+// The layout is float32 on the CPU (oneDNN's float32 blocking).
+inline void check_blocked_dtype(const Tensor& t, const Device& dev, const char* op) {
+  KILN_CHECK(t.dtype() == DType::Float32 && dev == Device::cpu(), op, ": the nChw16c layout is for float32 tensors ",
+             "on the CPU, got ", dtype_name(t.dtype()), " on ", dev.str());
+}
+
+// The NCHW shape of a [N, C/16, H, W, 16] blocked shape.
+inline Shape nchw_of_blocked(const Shape& b, const char* op) {
+  KILN_CHECK(b.size() == 5 && b[4] == kChannelBlock, op, ": an nChw16c operand is [N, C/16, H, W, 16], got ",
+             shape_str(b));
+  return {b[0], b[1] * kChannelBlock, b[2], b[3]};
+}
+
+}  // namespace kiln

@@ -1,0 +1,305 @@
+// nChw16c values between a convolution and its max-pool: the ops' blocked
+// forms against the plain ops bit for bit (values, indices, NaN and ties,
+// several pool geometries), the pass's before/expected graphs, the cases it
+// leaves alone, its errors, and a zoo model compiled with it against eager.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "capture_checks.h"
+#include "compiler/graph/interpreter.h"
+#include "compiler/graph/printer.h"
+#include "compiler/passes/blocked_layouts.h"
+#include "compiler/passes/pipeline.h"
+#include "core/cpu_features.h"
+#include "graph_builder.h"
+#include "kiln/compile.h"
+#include "ops/blocked_layout.h"
+#include "testing/scoped_env.h"
+
+namespace kiln::compiler {
+namespace {
+
+using testing::GraphBuilder;
+
+// The nChw16c copy of an NCHW tensor: [N, C/16, H, W, 16].
+Tensor to_blocked(const Tensor& x) {
+  const Shape& s = x.shape();
+  return x.view({s[0], s[1] / 16, 16, s[2], s[3]}).permute({0, 1, 3, 4, 2}).contiguous();
+}
+
+// Same dtype, shape and bytes (NaNs included): the blocked forms promise the
+// plain ops' results exactly, not within a tolerance.
+void expect_bitwise(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  Tensor g = got.contiguous(), w = want.contiguous();
+  EXPECT_EQ(std::memcmp(g.data_ptr(), w.data_ptr(), g.nbytes()), 0) << what << " differs";
+}
+
+// Integers in [-3, 3] (many ties inside each window) with a few NaNs.
+Tensor ties_and_nans(const Shape& s, uint64_t seed) {
+  manual_seed(seed);
+  Tensor x = randn(s).contiguous();
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = std::nearbyint(1.5f * p[i]);
+  for (int64_t i = 0; i < x.numel(); i += 37) p[i] = std::numeric_limits<float>::quiet_NaN();
+  return x;
+}
+
+Attrs pool_attrs(int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil) {
+  return Attrs()
+      .set("kernel_size", std::vector<int64_t>{k, k})
+      .set("stride", std::vector<int64_t>{s, s})
+      .set("padding", std::vector<int64_t>{pad, pad})
+      .set("dilation", std::vector<int64_t>{dil, dil})
+      .set("ceil_mode", ceil);
+}
+Attrs blocked(Attrs a, const char* name) { return a.set(name, std::string(kNChw16c)); }
+
+// ---- the ops' nChw16c forms ----
+
+TEST(BlockedLayoutOps, MaxPoolMatchesThePlainPoolBitForBit) {
+  struct Case {
+    const char* name;
+    Shape shape;
+    Attrs attrs;
+  };
+  const Case cases[] = {
+      {"2x2 stride 2", {2, 32, 8, 10}, pool_attrs(2, 2, 0, 1, false)},
+      {"2x2 stride 2, odd planes", {1, 16, 9, 11}, pool_attrs(2, 2, 0, 1, false)},
+      {"2x2 stride 2, ceil_mode", {1, 16, 9, 11}, pool_attrs(2, 2, 0, 1, true)},
+      {"3x3 stride 2 padding 1", {2, 16, 7, 9}, pool_attrs(3, 2, 1, 1, false)},
+      {"3x3 stride 1 padding 1 dilation 2", {1, 48, 8, 8}, pool_attrs(3, 1, 1, 2, false)},
+      {"one output pixel", {1, 16, 2, 2}, pool_attrs(2, 2, 0, 1, false)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor x = ties_and_nans(c.shape, 5);
+    Tensors want = dispatch(OpId::max_pool2d, {x}, c.attrs);
+    Tensors got = dispatch(OpId::max_pool2d, {to_blocked(x)}, blocked(c.attrs, "input_layout"));
+    expect_bitwise(got[0], want[0], "values");
+    expect_bitwise(got[1], want[1], "indices");
+    // Values only (indices=false), as eval graphs run it.
+    Attrs no_idx = c.attrs;
+    no_idx.set("indices", false);
+    Tensors got_v = dispatch(OpId::max_pool2d, {to_blocked(x)}, blocked(no_idx, "input_layout"));
+    expect_bitwise(got_v[0], want[0], "values without indices");
+    EXPECT_EQ(got_v[1].numel(), 0);
+  }
+}
+
+TEST(BlockedLayoutOps, MaxPoolTakesAPermutedViewToo) {
+  // A non-contiguous [N, C/16, H, W, 16] view is read as its values.
+  Tensor x = ties_and_nans({1, 32, 6, 6}, 6);
+  Tensor b = x.view({1, 2, 16, 6, 6}).permute({0, 1, 3, 4, 2});
+  Attrs a = pool_attrs(2, 2, 0, 1, false);
+  expect_bitwise(dispatch(OpId::max_pool2d, {b}, blocked(a, "input_layout"))[0], dispatch(OpId::max_pool2d, {x}, a)[0],
+                 "values");
+}
+
+TEST(BlockedLayoutOps, MaxPoolBackwardMatchesThePlainOneBlocked) {
+  // Overlapping windows (3x3 stride 1) make several grad_out values land on
+  // one input element: they must add up in the same order.
+  for (const Attrs& a : {pool_attrs(2, 2, 0, 1, false), pool_attrs(3, 1, 1, 1, false)}) {
+    Tensor x = ties_and_nans({2, 32, 8, 8}, 7);
+    Tensors y = dispatch(OpId::max_pool2d, {x}, a);
+    manual_seed(8);
+    Tensor go = randn(y[0].shape());
+    Attrs b = Attrs().set("input_shape", x.shape());
+    Tensor want = dispatch(OpId::max_pool2d_backward, {go, y[1]}, b)[0];
+    Tensor got = dispatch(OpId::max_pool2d_backward, {go, y[1]}, blocked(b, "grad_input_layout"))[0];
+    expect_bitwise(got, to_blocked(want), "grad_input");
+  }
+}
+
+TEST(BlockedLayoutOps, ConvolutionsReadAndWriteTheBlockedLayout) {
+  manual_seed(9);
+  Tensor x = randn({2, 16, 9, 9}), w = randn({32, 16, 3, 3}), bias = randn({32});
+  Attrs a = testing::conv2d_attrs(1);
+  for (const char* act : {"", "relu", "gelu"}) {
+    SCOPED_TRACE(act);
+    Attrs fa = a;
+    if (*act != '\0') fa.set("activation", std::string(act));
+    Tensor want = dispatch(OpId::conv2d, {x, w, bias}, fa)[0];
+    expect_bitwise(dispatch(OpId::conv2d, {x, w, bias}, blocked(fa, "out_layout"))[0], to_blocked(want), "output");
+  }
+  Tensor go = randn({2, 32, 9, 9});
+  Attrs di = Attrs(a).set("input_shape", x.shape()), dw = Attrs(a).set("weight_shape", w.shape());
+  expect_bitwise(dispatch(OpId::conv2d_backward_input, {to_blocked(go), w}, blocked(di, "grad_out_layout"))[0],
+                 dispatch(OpId::conv2d_backward_input, {go, w}, di)[0], "grad_input");
+  expect_bitwise(dispatch(OpId::conv2d_backward_weight, {to_blocked(go), x}, blocked(dw, "grad_out_layout"))[0],
+                 dispatch(OpId::conv2d_backward_weight, {go, x}, dw)[0], "grad_weight");
+}
+
+TEST(BlockedLayoutOps, MisuseIsAClearError) {
+  Tensor x = randn({1, 16, 4, 4}), w = randn({16, 16, 1, 1});
+  Attrs a = testing::conv2d_attrs(0);
+  auto message = [](const auto& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string e = message([&] { dispatch(OpId::conv2d, {x, w}, Attrs(a).set("out_layout", std::string("nhwc"))); });
+  EXPECT_NE(e.find("out_layout=\"nhwc\" is not a layout kiln knows"), std::string::npos) << e;
+  e = message([&] { dispatch(OpId::conv2d, {x, randn({24, 16, 1, 1})}, blocked(a, "out_layout")); });
+  EXPECT_NE(e.find("channels a multiple of 16"), std::string::npos) << e;
+  e = message([&] {
+    auto o = TensorOptions().with_dtype(DType::Float64);
+    dispatch(OpId::conv2d, {randn({1, 16, 4, 4}, o), randn({16, 16, 1, 1}, o)}, blocked(a, "out_layout"));
+  });
+  EXPECT_NE(e.find("for float32 tensors on the CPU, got float64"), std::string::npos) << e;
+  e = message([&] { dispatch(OpId::max_pool2d, {x}, blocked(testing::max_pool_attrs(2, 2), "input_layout")); });
+  EXPECT_NE(e.find("[N, C/16, H, W, 16], got [1, 16, 4, 4]"), std::string::npos) << e;
+  // The blocked forms are made after the backward graph: no derivative.
+  Tensor xr = randn({1, 16, 4, 4}).requires_grad_(true);
+  e = message([&] { dispatch(OpId::conv2d, {xr, w}, blocked(a, "out_layout"))[0].sum().backward(); });
+  EXPECT_NE(e.find("has no derivative"), std::string::npos) << e;
+}
+
+// ---- the pass ----
+
+// x -> conv2d(w, bias) -> max_pool2d 2x2 -> output, with `channels` outputs.
+struct ConvPool {
+  GraphBuilder b;
+  ValueId x, conv, pool;
+  explicit ConvPool(int64_t channels = 16, DType dt = DType::Float32) {
+    manual_seed(4);
+    auto o = TensorOptions().with_dtype(dt);
+    x = b.input(randn({2, 8, 6, 6}, o), 1);
+    ValueId w = b.input(randn({channels, 8, 3, 3}, o));
+    ValueId bias = b.input(randn({channels}, o));
+    conv = b.op(OpId::conv2d, {x, w, bias}, testing::conv2d_attrs(1));
+    pool = b.ops(OpId::max_pool2d, {conv}, testing::max_pool_attrs(2, 2))[0];
+    b.output(pool);
+  }
+};
+
+// Both graphs' outputs on the builder's inputs, bit for bit.
+void expect_same_bits(const Graph& before, const GraphBuilder& b) {
+  EXPECT_EQ(verify(b.g), std::vector<std::string>{});
+  Tensors want = interpret(before, b.example_inputs), got = interpret(b.g, b.example_inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_bitwise(got[i], want[i], "output " + std::to_string(i));
+}
+
+TEST(BlockedLayouts, ConvolutionOutputReadByAMaxPoolBecomesBlocked) {
+  ConvPool c;
+  Graph before = c.b.g;
+  EXPECT_EQ(keep_blocked_layouts(c.b.g), 1);
+  EXPECT_EQ(print(c.b.g),
+            "graph graph(%0: f32[s0, 8, 6, 6], %1: f32[16, 8, 3, 3], %2: f32[16]) {\n"
+            "  %3: f32[s0, 1, 6, 6, 16] = conv2d(%0, %1, %2) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], "
+            "groups=1, out_layout=\"nChw16c\"}\n"
+            "  %4: f32[s0, 16, 3, 3], %5: i64[s0, 16, 3, 3] = max_pool2d(%3) {kernel_size=[2, 2], stride=[2, 2], "
+            "padding=[0, 0], dilation=[1, 1], ceil_mode=false, input_layout=\"nChw16c\"}\n"
+            "  return (%4)\n"
+            "}\n");
+  expect_same_bits(before, c.b);
+  // A second run finds nothing more to do.
+  EXPECT_EQ(keep_blocked_layouts(c.b.g), 0);
+}
+
+TEST(BlockedLayouts, PoolGradientReadByTheConvolutionsBackwardBecomesBlocked) {
+  // The backward half of conv -> pool: the pool's gradient feeds both of the
+  // convolution's backward kernels.
+  GraphBuilder b;
+  manual_seed(10);
+  ValueId x = b.input(randn({2, 8, 6, 6}));
+  ValueId w = b.input(randn({32, 8, 3, 3}));
+  Attrs ca = testing::conv2d_attrs(1);
+  ValueId y = b.op(OpId::conv2d, {x, w}, ca);
+  std::vector<ValueId> p = b.ops(OpId::max_pool2d, {y}, testing::max_pool_attrs(2, 2));
+  ValueId go = b.input(randn({2, 32, 3, 3}));
+  ValueId gy = b.op(OpId::max_pool2d_backward, {go, p[1]}, Attrs().set("input_shape", Shape{2, 32, 6, 6}));
+  ValueId gx = b.op(OpId::conv2d_backward_input, {gy, w}, Attrs(ca).set("input_shape", Shape{2, 8, 6, 6}));
+  ValueId gw = b.op(OpId::conv2d_backward_weight, {gy, x}, Attrs(ca).set("weight_shape", Shape{32, 8, 3, 3}));
+  b.output(p[0]);
+  b.output(gx);
+  b.output(gw);
+  Graph before = b.g;
+  EXPECT_EQ(keep_blocked_layouts(b.g), 2);
+  const Node& pool_bwd = b.g.producer(gy);
+  EXPECT_EQ(pool_bwd.attrs.s("grad_input_layout"), kNChw16c);
+  EXPECT_EQ(b.g.type(gy).shape, (Shape{2, 2, 6, 6, 16}));
+  int readers = 0;
+  for (const Node& n : b.g.nodes)
+    readers += n.attrs.has("grad_out_layout") && n.attrs.s("grad_out_layout") == kNChw16c;
+  EXPECT_EQ(readers, 2);
+  expect_same_bits(before, b);
+}
+
+TEST(BlockedLayouts, LeavesAloneWhatTheLayoutCannotHoldOrSomeoneElseReads) {
+  {
+    SCOPED_TRACE("24 channels: not a multiple of 16");
+    ConvPool c(24);
+    EXPECT_EQ(keep_blocked_layouts(c.b.g), 0);
+  }
+  {
+    SCOPED_TRACE("float64");
+    ConvPool c(16, DType::Float64);
+    EXPECT_EQ(keep_blocked_layouts(c.b.g), 0);
+  }
+  {
+    SCOPED_TRACE("the convolution's output is also a graph output");
+    ConvPool c;
+    c.b.output(c.conv);
+    EXPECT_EQ(keep_blocked_layouts(c.b.g), 0);
+  }
+  {
+    SCOPED_TRACE("another op reads the convolution's output");
+    ConvPool c;
+    c.b.output(c.b.op(OpId::relu, {c.conv}));
+    EXPECT_EQ(keep_blocked_layouts(c.b.g), 0);
+  }
+  {
+    SCOPED_TRACE("max_pool2d_backward's output also read by something else");
+    GraphBuilder b;
+    manual_seed(11);
+    ValueId x = b.input(randn({1, 16, 4, 4}));
+    std::vector<ValueId> p = b.ops(OpId::max_pool2d, {x}, testing::max_pool_attrs(2, 2));
+    ValueId go = b.input(randn({1, 16, 2, 2}));
+    ValueId gy = b.op(OpId::max_pool2d_backward, {go, p[1]}, Attrs().set("input_shape", Shape{1, 16, 4, 4}));
+    b.output(gy);
+    EXPECT_EQ(keep_blocked_layouts(b.g), 0);
+  }
+}
+
+TEST(BlockedLayouts, RunsInTheLayoutPassesOnlyWhereOneDnnBlocksBy16) {
+  // On an AVX2 host oneDNN computes float32 in nChw8c: a 16c value would add
+  // a reorder, so the pipeline leaves the graph plain there.
+  ConvPool avx2;
+  set_cpu_isa_override(CpuIsa::Avx2);
+  run_passes(avx2.b.g, layout_passes());
+  clear_cpu_isa_override();
+  for (const Node& n : avx2.b.g.nodes) EXPECT_FALSE(n.attrs.has("out_layout"));
+  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512: the pipeline never blocks here";
+  ConvPool c;
+  run_passes(c.b.g, layout_passes());
+  int blocked_convs = 0;
+  for (const Node& n : c.b.g.nodes) blocked_convs += n.attrs.has("out_layout");
+  EXPECT_EQ(blocked_convs, 1);
+  kiln::testing::ScopedEnv off("KILN_DISABLE_PASSES", "blocked_layouts");
+  ConvPool d;
+  run_passes(d.b.g, layout_passes());
+  for (const Node& n : d.b.g.nodes) EXPECT_FALSE(n.attrs.has("out_layout"));
+}
+
+TEST(BlockedLayouts, CompiledAirbenchEvalUsesItAndMatchesEager) {
+  // airbench (width 0.25: 16 and 64 channels) pools after three of its
+  // convolutions; the compiled forward keeps those outputs nChw16c.
+  kiln::testing::CompiledEval r = kiln::testing::compile_zoo_eval("airbench", "cpp", 21);
+  EXPECT_TENSOR_CLOSE(r.got, r.want, 1e-4, 1e-5);
+  int blocked_convs = 0;
+  for (const Node& n : r.executable.nodes) blocked_convs += n.kind == NodeKind::Op && n.attrs.has("out_layout");
+  EXPECT_EQ(blocked_convs, cpu_has_avx512() ? 3 : 0);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
