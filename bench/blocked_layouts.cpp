@@ -7,30 +7,17 @@
 //
 //   build/bench/blocked_layouts [--batch 128] [--rounds 9]
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "kiln/kiln.h"
 #include "ops/op_def.h"
 
 using namespace kiln;
 
 namespace {
-
-double seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 Attrs conv_attrs() {
   return Attrs()
@@ -85,15 +72,15 @@ int main(int argc, char** argv) {
     std::vector<double> t[4];
     for (int r = 0; r < rounds + 1; ++r) {
       for (int blocked = 0; blocked < 2; ++blocked) {
-        double f = seconds([&] { forward(blocked); });
-        double b = seconds([&] { backward(blocked); });
+        double f = bench::seconds([&] { forward(blocked); });
+        double b = bench::seconds([&] { backward(blocked); });
         if (r == 0) continue;  // primitive creation
         t[blocked].push_back(f * 1e3);
         t[2 + blocked].push_back(b * 1e3);
       }
     }
     double m[4];
-    for (int i = 0; i < 4; ++i) tot[i] += m[i] = median(t[i]);
+    for (int i = 0; i < 4; ++i) tot[i] += m[i] = bench::median(t[i]);
     std::printf("%3lld->%3lld ch, %2lldx%-2lld          %11.2f  %14.2f  %11.2f  %14.2f\n", (long long)L.c,
                 (long long)L.o, (long long)L.hw, (long long)L.hw, m[0], m[1], m[2], m[3]);
   }

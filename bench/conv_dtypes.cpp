@@ -7,7 +7,6 @@
 //
 //   build/bench/conv_dtypes [--model airbench] [--batch 128] [--width 1] [--rounds 5]
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -57,12 +56,6 @@ std::vector<Layer> conv_layers(nn::Module& m, const Shape& input) {
   return rec.layers;
 }
 
-double seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,8 +97,8 @@ int main(int argc, char** argv) {
       run(true);
       std::vector<double> t32, t16;
       for (int r = 0; r < rounds; ++r) {
-        t32.push_back(seconds([&] { run(false); }));
-        t16.push_back(seconds([&] { run(true); }));
+        t32.push_back(bench::seconds([&] { run(false); }));
+        t16.push_back(bench::seconds([&] { run(true); }));
       }
       double a = bench::median(t32) * 1e3, b = bench::median(t16) * 1e3;
       tot32 += a, tot16 += b;

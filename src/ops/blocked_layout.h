@@ -51,6 +51,13 @@ inline void check_blocked_dtype(const Tensor& t, const Device& dev, const char* 
              "on the CPU, got ", dtype_name(t.dtype()), " on ", dev.str());
 }
 
+// Called by the derivatives of the ops above: their nChw16c forms are the
+// compiler's, made after its backward graph, so they have none.
+inline void check_no_blocked_derivative(const Attrs& a, const char* name, const char* op) {
+  KILN_CHECK(!a.has(name), op, " with ", name, "=nChw16c has no derivative: it is a compiled graph's form of the op, "
+             "made after the graph's backward; differentiate the plain op");
+}
+
 // The NCHW shape of a [N, C/16, H, W, 16] blocked shape.
 inline Shape nchw_of_blocked(const Shape& b, const char* op) {
   KILN_CHECK(b.size() == 5 && b[4] == kChannelBlock, op, ": an nChw16c operand is [N, C/16, H, W, 16], got ",

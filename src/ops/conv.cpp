@@ -687,11 +687,6 @@ void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a),
                wants_blocked(a, "out_layout", "conv2d"));
 }
-// The nChw16c forms are the compiler's, after its backward graph is made.
-void check_no_blocked_derivative(const Attrs& a, const char* name, const char* op) {
-  KILN_CHECK(!a.has(name), op, " with ", name, "=nChw16c has no derivative: it is a compiled graph's form of the op, "
-             "made after the graph's backward; differentiate the plain op");
-}
 Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   check_no_blocked_derivative(c.attrs, "out_layout", "conv2d");
   Conv2dParams p = conv_params(c.attrs);

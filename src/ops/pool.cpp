@@ -171,6 +171,16 @@ void max_pool_plane(const PoolGeom& g, const T* x, T* y, int64_t* idx) {  // idx
   }
 }
 
+// The vector form of max_pool_plane's rule (a later value replaces the
+// max when greater or NaN): the lanes where v replaces m.
+inline __m256 replaces_max(__m256 v, __m256 m) {
+  return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+// The index lanes that follow: b where s is set, else a.
+inline __m256i pick_index(__m256i a, __m256i b, __m256 s) {
+  return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), s));
+}
+
 // The common 2x2, stride 2, unpadded case. Same order and tie/NaN rule as the
 // general loop (a later value replaces the max when greater or NaN), computed
 // with compares and blends over 8 outputs at a time: as branches it
@@ -185,27 +195,21 @@ void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, c
   if constexpr (std::is_same_v<T, float>) {
     const __m256i one = _mm256_set1_epi32(1), w0 = _mm256_set1_epi32(static_cast<int>(g.W));
     const __m256i w1 = _mm256_set1_epi32(static_cast<int>(g.W + 1));
-    auto take = [](__m256 v, __m256 m) {  // v > m or v is NaN
-      return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    };
-    auto pick = [](__m256i a, __m256i b, __m256 s) {
-      return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), s));
-    };
     for (; o + 8 <= n; o += 8) {
       __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corner.data() + o));
       __m256 v0 = _mm256_i32gather_ps(x, c, 4);
       __m256 v1 = _mm256_i32gather_ps(x, _mm256_add_epi32(c, one), 4);
       __m256 v2 = _mm256_i32gather_ps(x, _mm256_add_epi32(c, w0), 4);
       __m256 v3 = _mm256_i32gather_ps(x, _mm256_add_epi32(c, w1), 4);
-      __m256 s = take(v1, v0);
+      __m256 s = replaces_max(v1, v0);
       __m256 m = _mm256_blendv_ps(v0, v1, s);
       __m256i k = _mm256_and_si256(_mm256_castps_si256(s), one);
-      s = take(v2, m);
+      s = replaces_max(v2, m);
       m = _mm256_blendv_ps(m, v2, s);
-      k = pick(k, w0, s);
-      s = take(v3, m);
+      k = pick_index(k, w0, s);
+      s = replaces_max(v3, m);
       m = _mm256_blendv_ps(m, v3, s);
-      k = pick(k, w1, s);
+      k = pick_index(k, w1, s);
       _mm256_storeu_ps(y + o, m);
       if constexpr (!kIdx) continue;
       k = _mm256_add_epi32(k, c);
@@ -239,15 +243,11 @@ void max_pool_plane_2x2(const PoolGeom& g, const std::vector<int32_t>& corner, c
 // kIdx false: values only (idx unused).
 template <bool kIdx>
 void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
-  auto take = [](__m256 v, __m256 m) { return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); };
   auto even = [](__m256 a, __m256 b) {  // lanes 0, 2, .., 14 of the 16 floats a:b
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
   };
   auto odd = [](__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-  };
-  auto pick = [](__m256i a, __m256i b, __m256 s) {
-    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), s));
   };
   const __m256i one = _mm256_set1_epi32(1), w0 = _mm256_set1_epi32(static_cast<int>(g.W));
   const __m256i w1 = _mm256_set1_epi32(static_cast<int>(g.W + 1));
@@ -272,18 +272,18 @@ void max_pool_plane_2x2_rows(const PoolGeom& g, const float* x, float* y, int64_
       const __m256 b0 = load(r1 + 2 * ow, in_lo), b1 = load(r1 + 2 * ow + 8, in_hi);
       __m256 m = even(a0, a1);
       const __m256 v1 = odd(a0, a1), v2 = even(b0, b1), v3 = odd(b0, b1);
-      __m256 s = take(v1, m);
+      __m256 s = replaces_max(v1, m);
       m = _mm256_blendv_ps(m, v1, s);
       __m256i k = _mm256_and_si256(_mm256_castps_si256(s), one);
-      s = take(v2, m);
+      s = replaces_max(v2, m);
       m = _mm256_blendv_ps(m, v2, s);
-      if constexpr (kIdx) k = pick(k, w0, s);
-      s = take(v3, m);
+      if constexpr (kIdx) k = pick_index(k, w0, s);
+      s = replaces_max(v3, m);
       m = _mm256_blendv_ps(m, v3, s);
       if (narrow) _mm256_maskstore_ps(out + ow, out_mask, m);
       else _mm256_storeu_ps(out + ow, m);
       if constexpr (kIdx) {
-        k = pick(k, w1, s);
+        k = pick_index(k, w1, s);
         k = _mm256_add_epi32(k, _mm256_add_epi32(lanes2, _mm256_set1_epi32(static_cast<int>(2 * oh * g.W + 2 * ow))));
         auto* io = reinterpret_cast<long long*>(idx + oh * g.OW + ow);
         const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k));
@@ -347,10 +347,6 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
   // Every window inside the plane (ceil_mode's last one may hang over).
   const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
                           g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
-  auto take = [](__m256 v, __m256 m) { return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); };
-  auto pick = [](__m256i a, __m256i b, __m256 s) {
-    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), s));
-  };
   cpu::parallel_for(g.planes / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
     std::vector<float> tm(static_cast<size_t>(out_plane * L));
     std::vector<int32_t> tk(idx ? static_cast<size_t>(out_plane * L) : 0);
@@ -368,18 +364,18 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
             __m256 m = _mm256_loadu_ps(vh);
             const __m256 v1 = _mm256_loadu_ps(vh + L), v2 = _mm256_loadu_ps(vh + g.W * L),
                          v3 = _mm256_loadu_ps(vh + (g.W + 1) * L);
-            __m256 s1 = take(v1, m);
+            __m256 s1 = replaces_max(v1, m);
             m = _mm256_blendv_ps(m, v1, s1);
-            __m256 s2 = take(v2, m);
+            __m256 s2 = replaces_max(v2, m);
             m = _mm256_blendv_ps(m, v2, s2);
-            __m256 s3 = take(v3, m);
+            __m256 s3 = replaces_max(v3, m);
             m = _mm256_blendv_ps(m, v3, s3);
             _mm256_storeu_ps(tm.data() + o + 8 * half, m);
             if (!idx) continue;
             __m256i k = _mm256_set1_epi32(static_cast<int>(c));
-            k = pick(k, _mm256_set1_epi32(static_cast<int>(c + 1)), s1);
-            k = pick(k, _mm256_set1_epi32(static_cast<int>(c + g.W)), s2);
-            k = pick(k, _mm256_set1_epi32(static_cast<int>(c + g.W + 1)), s3);
+            k = pick_index(k, _mm256_set1_epi32(static_cast<int>(c + 1)), s1);
+            k = pick_index(k, _mm256_set1_epi32(static_cast<int>(c + g.W)), s2);
+            k = pick_index(k, _mm256_set1_epi32(static_cast<int>(c + g.W + 1)), s3);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk.data() + o + 8 * half), k);
           }
         }
@@ -402,9 +398,9 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
               const __m256i pos = _mm256_set1_epi32(static_cast<int>(h * g.W + w));
               for (int half = 0; half < 2; ++half) {
                 const __m256 xv = _mm256_loadu_ps(v + 8 * half);
-                const __m256 s = take(xv, m[half]);
+                const __m256 s = replaces_max(xv, m[half]);
                 m[half] = _mm256_blendv_ps(m[half], xv, s);
-                k[half] = pick(k[half], pos, s);
+                k[half] = pick_index(k[half], pos, s);
               }
             }
           const int64_t o = (oh * g.OW + ow) * L;
@@ -482,8 +478,7 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }
 
 Tensors max_pool_back(const BackwardCtx& c, TensorSpan g) {
-  KILN_CHECK(!c.attrs.has("input_layout"), "max_pool2d with input_layout=nChw16c has no derivative: it is a compiled ",
-             "graph's form of the op, made after the graph's backward; differentiate the plain op");
+  check_no_blocked_derivative(c.attrs, "input_layout", "max_pool2d");
   KILN_CHECK(wants_max_pool_indices(c.attrs), "max_pool2d: this call was made with indices=false (no gradient was "
              "expected: grad mode off or an input that needs none), so it has no backward; call max_pool2d_with_indices");
   return {max_pool2d_backward(g[0], c.outputs[1], c.input_metas[0].shape)};
@@ -565,8 +560,7 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 
 // Double backward: the gradient of a scatter by index is a gather by it.
 Tensors max_pool_bwd_back(const BackwardCtx& c, TensorSpan gg) {
-  KILN_CHECK(!c.attrs.has("grad_input_layout"), "max_pool2d_backward with grad_input_layout=nChw16c has no ",
-             "derivative: it is a compiled graph's form of the op; differentiate the plain op");
+  check_no_blocked_derivative(c.attrs, "grad_input_layout", "max_pool2d_backward");
   const Tensor& idx = c.inputs[1];
   Tensors out(2);
   if (c.needs_grad[0]) out[0] = gather(gg[0].flatten(2), 2, idx.flatten(2)).view(idx.shape());
