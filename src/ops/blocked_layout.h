@@ -5,17 +5,27 @@
 // blocks of 16, the 16 channels of one pixel side by side. An NCHW tensor of
 // N, C, H, W (C a multiple of 16) in that layout is exactly a contiguous
 // [N, C/16, H, W, 16] tensor, element (n, c, h, w) at [n, c / 16, h, w, c % 16].
-// The ops that read or write it say so with an attribute (its value "nChw16c"),
-// keep their NCHW meaning otherwise and give bit-for-bit the results of the
-// plain op:
-//   conv2d                    out_layout         its output
-//   conv2d_backward_input/_weight  grad_out_layout  its grad_out
-//   max_pool2d                input_layout       its input (outputs stay NCHW)
-//   max_pool2d_backward       grad_input_layout  its output
-// so a convolution's output reaches its max-pool, and the pool's gradient its
-// convolution's two backward kernels, without a reorder into the blocked
-// layout and back on each side. Float32 on the CPU only; compiled graphs only
-// (the ops have no derivative in this form).
+// The ops that read or write it say so with an attribute (its value "nChw16c")
+// and keep their NCHW meaning otherwise:
+//   conv2d                  in_layout          its input
+//                           out_layout         its output
+//   conv2d_backward_input   grad_out_layout    its grad_out
+//                           grad_input_layout  its output
+//   conv2d_backward_weight  grad_out_layout    its grad_out
+//                           input_layout       its input
+//   max_pool2d              input_layout       its input
+//                           output_layout      its output and indices (needs input_layout)
+//   max_pool2d_backward     grad_input_layout  its output
+//                           grad_output_layout its grad_out and indices (needs grad_input_layout)
+//   batch_norm              layout             its input and output
+//   batch_norm_backward     layout             its grad_out, input and output
+// (a pool's indices stay positions h * W + w in the input plane). The
+// convolutions and pools give the plain op's results bit for bit; batch norm
+// sums its statistics lane by lane (equal within float rounding). Pointwise
+// ops need no attribute: on operands of one shape they mean the same in any
+// layout. So the values between convolutions need no reorder into the
+// blocked layout and back around each call. Float32 on the CPU only;
+// compiled graphs only (the ops have no derivative in this form).
 #pragma once
 #include <string>
 

@@ -137,6 +137,14 @@ ConvAlgo algorithm_of(const Attrs& a) {
             "(the faster of the two, measured once per shape)");
 }
 
+// Which activations of a convolution are nChw16c (ops/blocked_layout.h):
+// src the input side (the forward's input, conv2d_backward_input's output,
+// conv2d_backward_weight's input), dst the output side (the forward's
+// output, both backward kinds' grad_out).
+struct BlockedSides {
+  bool src = false, dst = false;
+};
+
 void check_float(const Tensor& t, const char* op, const char* what) {
   KILN_CHECK(is_floating(t.dtype()), op, ": ", what, " must be a floating tensor, got ", dtype_name(t.dtype()),
              shape_str(t.shape()), "; cast it with .to(DType::Float32)");
@@ -250,21 +258,21 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, ConvAlgo algo,
 // A dnnl::error (no implementation for this data type on this CPU) escapes
 // get_entry before anything is cached.
 // algo is Auto or Direct (Tuned is resolved before).
-// blocked: the output-side activation (the forward's output, the backward
-// kinds' grad_out) is an nChw16c tensor (ops/blocked_layout.h), not NCHW.
+// blocked: which activations are nChw16c tensors (ops/blocked_layout.h), not NCHW.
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
                                      Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
-                                     bool blocked = false) {
+                                     BlockedSides blocked = {}) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
                            bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act),
-                           static_cast<int64_t>(algo), blocked ? 1 : 0};
+                           static_cast<int64_t>(algo), (blocked.src ? 2 : 0) + (blocked.dst ? 1 : 0)};
   return onednn::cached<ConvEntry>(key, [&]() {
     auto e = std::make_shared<ConvEntry>();
     e->kind = kind;
     DnnlDims d = dnnl_dims(g);
-    memory::desc src_user = plain_md(d.src, memory::format_tag::nchw, dt);
-    memory::desc dst_user = plain_md(d.dst, blocked ? memory::format_tag::nChw16c : memory::format_tag::nchw, dt);
+    auto activation_tag = [](bool b) { return b ? memory::format_tag::nChw16c : memory::format_tag::nchw; };
+    memory::desc src_user = plain_md(d.src, activation_tag(blocked.src), dt);
+    memory::desc dst_user = plain_md(d.dst, activation_tag(blocked.dst), dt);
     memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
     auto fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
@@ -294,7 +302,7 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
 // for get_entry.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
               DataType dt = DataType::f32, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
-              bool blocked = false) {
+              BlockedSides blocked = {}) {
   std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo, blocked);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
   memory a_user = onednn::wrap(e->a_user, a), b_user = onednn::wrap(e->b_user, b);
@@ -535,7 +543,7 @@ double seconds_of(F&& f) {
 
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
                   const Tensor& out, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
-                  bool blocked = false);
+                  BlockedSides blocked = {});
 
 // The kind and shape part of an autotuning table key (ops/conv_autotune.h).
 std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
@@ -556,7 +564,7 @@ std::string bf16_key(Kind kind, const ConvGeom& g, bool bias) {
 // timed rounds), the faster recorded and, if it did not run last, run again
 // so `out` holds its result.
 void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                        const Tensor& out, Activation act, bool blocked) {
+                        const Tensor& out, Activation act, BlockedSides blocked) {
   const std::string key = tuned_key(kind, g, bias.defined(), act);
   if (std::optional<std::string> v = conv_autotune::lookup(key); v && (*v == "direct" || *v == "auto"))
     return conv_compute(kind, g, a, b, bias, out, act, *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto, blocked);
@@ -578,10 +586,10 @@ void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Ten
 
 // Computes `out` = act(kind(a, b, bias)) in the right precision.
 // algo applies to float32 (bfloat16 runs oneDNN's choice; float64 the reference loops).
-// blocked (float32 only, checked by the ops' shape rules): the output-side
-// activation is nChw16c, as for get_entry.
+// blocked (float32 only, checked by the ops' shape rules): the nChw16c
+// activations, as for get_entry.
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out, Activation act, ConvAlgo algo, bool blocked) {
+                  const Tensor& out, Activation act, ConvAlgo algo, BlockedSides blocked) {
   if (out.numel() == 0) return;
   if (algo == ConvAlgo::Tuned) {
     if (out.dtype() == DType::Float32 && a.numel() > 0 && b.numel() > 0)
@@ -599,7 +607,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
     // bias for a forward convolution.
     std::memset(out.data_ptr(), 0, out.nbytes());
     if (kind == Kind::Forward && bias.defined()) {
-      Shape per_channel = blocked ? Shape{1, g.O / kChannelBlock, 1, 1, kChannelBlock} : Shape{1, g.O, 1, 1};
+      Shape per_channel = blocked.dst ? Shape{1, g.O / kChannelBlock, 1, 1, kChannelBlock} : Shape{1, g.O, 1, 1};
       cpu::copy_cast(bias.view(per_channel), out);
     }
     apply_activation(act, out);
@@ -657,13 +665,24 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
 // ---------------------------------------------------------------------------
 // conv2d
 
+BlockedSides conv2d_layouts(const Attrs& a) {
+  return {wants_blocked(a, "in_layout", "conv2d"), wants_blocked(a, "out_layout", "conv2d")};
+}
+// The NCHW shape of an activation operand, nChw16c when `blocked`.
+Shape activation_shape(const Shape& s, bool blocked, const char* op) {
+  return blocked ? nchw_of_blocked(s, op) : s;
+}
+
 std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   check_float(x, "conv2d", "input");
   KILN_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
              dtype_name(w.dtype()), "; cast them to one dtype");
-  ConvGeom g = conv_geometry(x.shape(), w.shape(), a, "conv2d");
+  const Device dev = common_device(in, "conv2d");
+  const BlockedSides blocked = conv2d_layouts(a);
+  if (blocked.src || blocked.dst) check_blocked_dtype(x, dev, "conv2d");
+  ConvGeom g = conv_geometry(activation_shape(x.shape(), blocked.src, "conv2d"), w.shape(), a, "conv2d");
   activation_of(a);  // checks the names
   algorithm_of(a);
   if (in.size() > 2 && in[2].defined()) {
@@ -673,22 +692,19 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
     KILN_CHECK(b.dtype() == x.dtype(), "conv2d: bias is ", dtype_name(b.dtype()), " but input is ",
                dtype_name(x.dtype()), "; cast them to one dtype");
   }
-  const Device dev = common_device(in, "conv2d");
   Shape os{g.N, g.O, g.OH, g.OW};
-  if (wants_blocked(a, "out_layout", "conv2d")) {
-    check_blocked_dtype(x, dev, "conv2d");
-    os = blocked_shape(os, "conv2d");
-  }
+  if (blocked.dst) os = blocked_shape(os, "conv2d");
   return {{os, x.dtype(), dev}};
 }
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  ConvGeom g = conv_geometry(in[0].shape(), in[1].shape(), a, "conv2d");
+  const BlockedSides blocked = conv2d_layouts(a);
+  ConvGeom g = conv_geometry(activation_shape(in[0].shape(), blocked.src, "conv2d"), in[1].shape(), a, "conv2d");
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a),
-               wants_blocked(a, "out_layout", "conv2d"));
+  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a), blocked);
 }
 Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   check_no_blocked_derivative(c.attrs, "out_layout", "conv2d");
+  check_no_blocked_derivative(c.attrs, "in_layout", "conv2d");
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
@@ -716,14 +732,22 @@ void check_grad_out(const Tensor& go, const ConvGeom& g, bool blocked, const cha
 // The two backward ops take (grad_out, other) and the shape of what they
 // produce as an attribute: for Data, other is the weight and the attribute
 // input_shape; for Weights, other is the input and the attribute weight_shape.
+// The input-side activation (Data: the output; Weights: `other`) is nChw16c
+// with the attribute src_attr, grad_out with grad_out_layout.
 template <Kind K>
 struct BackwardOp {
   static constexpr bool kData = K == Kind::BackwardData;
   static constexpr const char* name = kData ? "conv2d_backward_input" : "conv2d_backward_weight";
   static constexpr const char* other = kData ? "weight" : "input";
+  static constexpr const char* src_attr = kData ? "grad_input_layout" : "input_layout";
   static const Shape& out_shape(const Attrs& a) { return a.ints(kData ? "input_shape" : "weight_shape"); }
+  static BlockedSides layouts(const Attrs& a) {
+    return {wants_blocked(a, src_attr, name), wants_blocked(a, "grad_out_layout", name)};
+  }
   static ConvGeom geometry(const Shape& other, const Attrs& a) {
-    return kData ? conv_geometry(out_shape(a), other, a, name) : conv_geometry(other, out_shape(a), a, name);
+    const bool src = layouts(a).src;
+    return kData ? conv_geometry(out_shape(a), other, a, name)
+                 : conv_geometry(activation_shape(other, src, name), out_shape(a), a, name);
   }
 };
 template <Kind K>
@@ -735,16 +759,18 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
   KILN_CHECK(go.dtype() == other.dtype(), Op::name, ": grad_out is ", dtype_name(go.dtype()), " but ", Op::other,
              " is ", dtype_name(other.dtype()));
   const Device dev = common_device(in, Op::name);
-  const bool blocked = wants_blocked(a, "grad_out_layout", Op::name);
-  if (blocked) check_blocked_dtype(go, dev, Op::name);
-  check_grad_out(go, Op::geometry(other.shape(), a), blocked, Op::name);
+  const BlockedSides blocked = Op::layouts(a);
+  if (blocked.src || blocked.dst) check_blocked_dtype(go, dev, Op::name);
+  check_grad_out(go, Op::geometry(other.shape(), a), blocked.dst, Op::name);
   algorithm_of(a);  // checks the name
-  return {{Op::out_shape(a), go.dtype(), dev}};
+  Shape os = Op::out_shape(a);
+  if (Op::kData && blocked.src) os = blocked_shape(os, Op::name);
+  return {{os, go.dtype(), dev}};
 }
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], Activation::None,
-               algorithm_of(a), wants_blocked(a, "grad_out_layout", BackwardOp<K>::name));
+               algorithm_of(a), BackwardOp<K>::layouts(a));
 }
 
 // ---- conv2d_backward_input(grad_out, weight) -> grad_input ----
@@ -752,6 +778,7 @@ void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 // is a forward convolution and a weight gradient.
 Tensors conv2d_bwd_input_back(const BackwardCtx& c, TensorSpan gg) {
   check_no_blocked_derivative(c.attrs, "grad_out_layout", "conv2d_backward_input");
+  check_no_blocked_derivative(c.attrs, "grad_input_layout", "conv2d_backward_input");
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& go = c.inputs[0];
   const Tensor& w = c.inputs[1];
@@ -764,6 +791,7 @@ Tensors conv2d_bwd_input_back(const BackwardCtx& c, TensorSpan gg) {
 // ---- conv2d_backward_weight(grad_out, input) -> grad_weight ----
 Tensors conv2d_bwd_weight_back(const BackwardCtx& c, TensorSpan gg) {
   check_no_blocked_derivative(c.attrs, "grad_out_layout", "conv2d_backward_weight");
+  check_no_blocked_derivative(c.attrs, "input_layout", "conv2d_backward_weight");
   Conv2dParams p = conv_params(c.attrs);
   const Tensor& go = c.inputs[0];
   const Tensor& x = c.inputs[1];
@@ -812,7 +840,7 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
   Kind kind = Kind::Forward;
   ConvGeom g;
   if (op == OpId::conv2d) {
-    g = conv_geometry(in0, in1, attrs, "conv2d");
+    g = conv_geometry(activation_shape(in0, conv2d_layouts(attrs).src, "conv2d"), in1, attrs, "conv2d");
   } else if (op == OpId::conv2d_backward_input) {
     kind = Kind::BackwardData;
     g = BackwardOp<Kind::BackwardData>::geometry(in1, attrs);

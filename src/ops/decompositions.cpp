@@ -78,11 +78,17 @@ ChannelLayout channel_layout(const Tensor& x) {
   }
   return l;
 }
+// The decompositions index NCHW: the nChw16c form (ops/blocked_layout.h) is
+// made after the compiler decomposes.
+void check_plain_layout(const Attrs& a, const char* op) {
+  KILN_CHECK(!a.has("layout"), op, " with layout=", a.s("layout"), " has no decomposition; decompose the plain op");
+}
 // Statistics of 16-bit inputs are float32, as the kernel's (and PyTorch's).
 DType stat_dtype(DType x) { return x == DType::Float64 ? DType::Float64 : DType::Float32; }
 
 // batch_norm(x, weight?, bias?, running_mean?, running_var?) -> (y, save_mean, save_invstd)
 Tensors batch_norm_dec(TensorSpan in, const Attrs& a) {
+  check_plain_layout(a, "batch_norm");
   const Tensor& x_in = in[0];
   const Tensor &w = in[1], &b = in[2], &rm = in[3], &rv = in[4];
   bool training = a.b("training");
@@ -120,6 +126,7 @@ Tensors batch_norm_dec(TensorSpan in, const Attrs& a) {
 // grad_x = invstd * w * (g - sum(g)/n - (x - mean) * invstd^2 * sum(g (x - mean))/n)
 // in training; invstd * w * g in eval (the statistics are constants).
 Tensors batch_norm_backward_dec(TensorSpan in, const Attrs& a) {
+  check_plain_layout(a, "batch_norm_backward");
   const Tensor &go_in = in[0], &x_in = in[1], &w = in[2];
   bool training = a.b("training");
   DType sd = stat_dtype(x_in.dtype());

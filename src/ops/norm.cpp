@@ -13,11 +13,18 @@
 // Kernels are parallel over channels, with unit-stride inner loops over the
 // H*W run of each (n, c); per-row sums are SIMD reductions combined in
 // double. float16/bfloat16 compute in float32.
+//
+// With layout="nChw16c" (the compiler's layout pass, ops/blocked_layout.h)
+// x, y and, for batch_norm_backward, grad_out and grad_x are float32
+// [N, C/16, H, W, 16] tensors: the kernels then work on a block of 16
+// channels at once, lane by lane (each lane's sums in float per (n, c), then
+// double, as the NCHW rows). Statistics and parameters stay [C].
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kiln/ops.h"
+#include "ops/blocked_layout.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
 #include "ops/families.h"
@@ -28,10 +35,16 @@ namespace {
 
 struct BnGeom {
   int64_t N, C, HW;
+  bool blocked = false;  // nChw16c
   int64_t count() const { return N * HW; }
 };
 
-BnGeom bn_geometry(const Tensor& x, const char* op) {
+BnGeom bn_geometry(const Tensor& x, const Attrs& a, const char* op) {
+  if (wants_blocked(a, "layout", op)) {
+    check_blocked_dtype(x, x.device(), op);
+    const Shape s = nchw_of_blocked(x.shape(), op);
+    return {s[0], s[1], s[2] * s[3], true};
+  }
   KILN_CHECK(x.dim() >= 2, op, ": input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
   BnGeom g{x.shape()[0], x.shape()[1], 1};
   for (int64_t d = 2; d < x.dim(); ++d) g.HW *= x.shape()[d];
@@ -103,7 +116,7 @@ std::vector<TensorMeta> bn_infer(TensorSpan in, const Attrs& a) {
   const Tensor& x = in[0];
   KILN_CHECK(x.defined() && is_floating(x.dtype()), "batch_norm: input must be a floating tensor, got ",
              describe(in.subspan(0, 1)));
-  BnGeom g = bn_geometry(x, "batch_norm");
+  BnGeom g = bn_geometry(x, a, "batch_norm");
   check_channel_vec(in[1], g.C, "batch_norm", "weight");
   check_channel_vec(in[2], g.C, "batch_norm", "bias");
   check_channel_vec(in[3], g.C, "batch_norm", "running_mean");
@@ -152,9 +165,77 @@ void bn_batch_stats(const BnGeom& g, const T* x, std::vector<double>& mean, std:
   });
 }
 
+// ---- nChw16c: a block of 16 channels per step, lane l = channel 16 * b + l ----
+constexpr int64_t kL = kChannelBlock;
+int64_t block_grain(const BnGeom& g) { return std::max<int64_t>(1, channel_grain(g) / kL); }
+// The (n, block b) run of HW pixels of 16 lanes.
+inline int64_t block_offset(const BnGeom& g, int64_t n, int64_t b) { return (n * (g.C / kL) + b) * g.HW * kL; }
+
+void bn_batch_stats_blocked(const BnGeom& g, const float* x, std::vector<double>& mean, std::vector<double>& var) {
+  cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double s[kL] = {}, q[kL] = {};
+      for (int64_t n = 0; n < g.N; ++n) {
+        const float* p = x + block_offset(g, n, b);
+        float acc[kL] = {};
+        for (int64_t i = 0; i < g.HW; ++i)
+#pragma omp simd
+          for (int64_t l = 0; l < kL; ++l) acc[l] += p[i * kL + l];
+        for (int64_t l = 0; l < kL; ++l) s[l] += acc[l];
+      }
+      float m[kL];
+      for (int64_t l = 0; l < kL; ++l) m[l] = static_cast<float>(s[l] / static_cast<double>(g.count()));
+      for (int64_t n = 0; n < g.N; ++n) {
+        const float* p = x + block_offset(g, n, b);
+        float acc[kL] = {};
+        for (int64_t i = 0; i < g.HW; ++i)
+#pragma omp simd
+          for (int64_t l = 0; l < kL; ++l) {
+            const float d = p[i * kL + l] - m[l];
+            acc[l] += d * d;
+          }
+        for (int64_t l = 0; l < kL; ++l) q[l] += acc[l];
+      }
+      for (int64_t l = 0; l < kL; ++l) {
+        mean[b * kL + l] = s[l] / static_cast<double>(g.count());
+        var[b * kL + l] = q[l] / static_cast<double>(g.count());
+      }
+    }
+  });
+}
+
+// y = a1 * x + a3 per lane, or, with go, y = a1 * go + a2 * x + a3.
+void blocked_affine(const BnGeom& g, int64_t b, const float* go, const float* x, float* y, const float* a1,
+                    const float* a2, const float* a3) {
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t o = block_offset(g, n, b);
+    for (int64_t i = 0; i < g.HW; ++i) {
+      const int64_t k = o + i * kL;
+      if (go) {
+#pragma omp simd
+        for (int64_t l = 0; l < kL; ++l) y[k + l] = a1[l] * go[k + l] + a2[l] * x[k + l] + a3[l];
+      } else {
+#pragma omp simd
+        for (int64_t l = 0; l < kL; ++l) y[k + l] = x[k + l] * a1[l] + a3[l];
+      }
+    }
+  }
+}
+
+void bn_forward_blocked(const BnGeom& g, const float* x, float* y, const std::vector<double>& scale,
+                        const std::vector<double>& shift) {
+  cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float s[kL], t[kL];
+      for (int64_t l = 0; l < kL; ++l) s[l] = static_cast<float>(scale[b * kL + l]), t[l] = static_cast<float>(shift[b * kL + l]);
+      blocked_affine(g, b, nullptr, x, y, s, nullptr, t);
+    }
+  });
+}
+
 void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Tensor& x_in = in[0];
-  BnGeom g = bn_geometry(x_in, "batch_norm");
+  BnGeom g = bn_geometry(x_in, a, "batch_norm");
   bool training = a.b("training");
   double momentum = a.f("momentum"), eps = a.f("eps");
   Tensor x = compute_input(x_in);
@@ -162,7 +243,8 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   Tensor y = half ? Tensor::empty(x_in.shape(), DType::Float32) : out[0];
   std::vector<double> mean(g.C), var(g.C);
   if (training) {
-    if (x.dtype() == DType::Float64) bn_batch_stats<double>(g, x.data<double>(), mean, var);
+    if (g.blocked) bn_batch_stats_blocked(g, x.data<float>(), mean, var);
+    else if (x.dtype() == DType::Float64) bn_batch_stats<double>(g, x.data<double>(), mean, var);
     else bn_batch_stats<float>(g, x.data<float>(), mean, var);
     if (in[3].defined()) {
       std::vector<double> rm = channel_values(in[3], g.C, 0), rv = channel_values(in[4], g.C, 1);
@@ -187,7 +269,8 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     scale[c] = invstd[c] * w[c];
     shift[c] = bias[c] - mean[c] * scale[c];
   }
-  if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift);
+  if (g.blocked) bn_forward_blocked(g, x.data<float>(), y.data<float>(), scale, shift);
+  else if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift);
   else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift);
   if (half) cpu::copy_cast(y, out[0]);
   store_channel_values(out[1], mean);
@@ -195,6 +278,7 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 }
 
 Tensors bn_back(const BackwardCtx& c, TensorSpan g) {
+  check_no_blocked_derivative(c.attrs, "layout", "batch_norm");
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   auto [gx, gw, gb] = batch_norm_backward(g[0], x, w, c.outputs[1], c.outputs[2], c.attrs.b("training"),
@@ -210,14 +294,14 @@ Tensors bn_back(const BackwardCtx& c, TensorSpan g) {
 // batch_norm_backward(grad_out, x, weight?, save_mean, save_invstd)
 //   -> (grad_x, grad_weight, grad_bias)
 
-std::vector<TensorMeta> bn_bwd_infer(TensorSpan in, const Attrs&) {
+std::vector<TensorMeta> bn_bwd_infer(TensorSpan in, const Attrs& a) {
   const Tensor& go = in[0];
   const Tensor& x = in[1];
   KILN_CHECK(go.defined() && x.defined() && go.shape() == x.shape(), "batch_norm_backward: grad_out and input must "
              "have the same shape, got ", describe(in.subspan(0, 2)));
   KILN_CHECK(is_floating(x.dtype()) && go.dtype() == x.dtype(), "batch_norm_backward: grad_out and input must be "
              "floating tensors of one dtype, got ", describe(in.subspan(0, 2)));
-  BnGeom g = bn_geometry(x, "batch_norm_backward");
+  BnGeom g = bn_geometry(x, a, "batch_norm_backward");
   check_channel_vec(in[2], g.C, "batch_norm_backward", "weight");
   KILN_CHECK(in[3].defined() && in[4].defined(), "batch_norm_backward: save_mean and save_invstd are required");
   check_channel_vec(in[3], g.C, "batch_norm_backward", "save_mean");
@@ -268,8 +352,47 @@ void bn_backward(const BnGeom& g, bool training, const T* go, const T* x, T* gx,
   });
 }
 
+// bn_backward over nChw16c blocks (same formulas, lane by lane).
+void bn_backward_blocked(const BnGeom& g, bool training, const float* go, const float* x, float* gx,
+                         const std::vector<double>& mean, const std::vector<double>& invstd,
+                         const std::vector<double>& w, std::vector<double>& gw, std::vector<double>& gb) {
+  const double cnt = static_cast<double>(g.count());
+  cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float m[kL];
+      for (int64_t l = 0; l < kL; ++l) m[l] = static_cast<float>(mean[b * kL + l]);
+      double sum_g[kL] = {}, sum_gd[kL] = {};
+      for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t o = block_offset(g, n, b);
+        float s[kL] = {}, sd[kL] = {};
+        for (int64_t i = 0; i < g.HW; ++i)
+#pragma omp simd
+          for (int64_t l = 0; l < kL; ++l) {
+            const float gv = go[o + i * kL + l];
+            s[l] += gv;
+            sd[l] += gv * (x[o + i * kL + l] - m[l]);
+          }
+        for (int64_t l = 0; l < kL; ++l) sum_g[l] += s[l], sum_gd[l] += sd[l];
+      }
+      float a1[kL], a2[kL], a3[kL];
+      for (int64_t l = 0; l < kL; ++l) {
+        const int64_t c = b * kL + l;
+        gb[c] = sum_g[l];
+        gw[c] = sum_gd[l] * invstd[c];
+        double k1 = invstd[c] * w[c], k2 = 0, k3 = 0;
+        if (training) {
+          k2 = -invstd[c] * invstd[c] * invstd[c] * w[c] * sum_gd[l] / cnt;
+          k3 = -k1 * sum_g[l] / cnt - mean[c] * k2;
+        }
+        a1[l] = static_cast<float>(k1), a2[l] = static_cast<float>(k2), a3[l] = static_cast<float>(k3);
+      }
+      blocked_affine(g, b, go, x, gx, a1, a2, a3);
+    }
+  });
+}
+
 void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  BnGeom g = bn_geometry(in[1], "batch_norm_backward");
+  BnGeom g = bn_geometry(in[1], a, "batch_norm_backward");
   bool training = a.b("training");
   Tensor go = compute_input(in[0]), x = compute_input(in[1]);
   bool half = is_half(in[1].dtype());
@@ -277,7 +400,9 @@ void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   std::vector<double> mean = channel_values(in[3], g.C, 0), invstd = channel_values(in[4], g.C, 1);
   std::vector<double> w = channel_values(in[2], g.C, 1);
   std::vector<double> gw(g.C), gb(g.C);
-  if (x.dtype() == DType::Float64)
+  if (g.blocked)
+    bn_backward_blocked(g, training, go.data<float>(), x.data<float>(), gx.data<float>(), mean, invstd, w, gw, gb);
+  else if (x.dtype() == DType::Float64)
     bn_backward<double>(g, training, go.data<double>(), x.data<double>(), gx.data<double>(), mean, invstd, w, gw, gb);
   else
     bn_backward<float>(g, training, go.data<float>(), x.data<float>(), gx.data<float>(), mean, invstd, w, gw, gb);

@@ -335,8 +335,10 @@ void transpose_tile16(const float* tile, int64_t n, Rows&& rows, One&& one) {
 // walked in max_pool_plane's order with its tie and NaN rule (a later value
 // replaces the max when greater or NaN), so values and indices are the NCHW
 // kernels' bit for bit. A block's outputs are gathered in a tile and
-// transposed into its 16 NCHW planes.
-void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64_t* idx) {
+// transposed into its 16 NCHW planes, or, with blocked_out, stored as they
+// are: y and the indices nChw16c too (an index is still h * W + w of the
+// input plane).
+void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64_t* idx, bool blocked_out) {
   constexpr int64_t L = kChannelBlock;
   KILN_CHECK(g.H * g.W < (int64_t{1} << 31), "max_pool2d: planes of ", g.H, "x", g.W, " are too large for the ",
              "nChw16c kernel's 32-bit offsets; use smaller images");
@@ -413,6 +415,12 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
         }
       }
       float* yb = yp + b * L * out_plane;  // the block's 16 planes, one after the other
+      if (blocked_out) {
+        std::memcpy(static_cast<void*>(yb), tm.data(), sizeof(float) * static_cast<size_t>(out_plane * L));
+        if (idx)
+          std::copy(tk.begin(), tk.end(), idx + b * L * out_plane);
+        continue;
+      }
       transpose_tile16(
           tm.data(), out_plane, [&](int64_t l, int64_t o, __m256 v) { _mm256_storeu_ps(yb + l * out_plane + o, v); },
           [&](int64_t l, int64_t o, int64_t i) { yb[l * out_plane + o] = tm[static_cast<size_t>(i)]; });
@@ -437,12 +445,21 @@ Shape max_pool_input_shape(const Tensor& x, const Attrs& a) {
   check_blocked_dtype(x, x.device(), "max_pool2d");
   return nchw_of_blocked(x.shape(), "max_pool2d");
 }
+// output_layout=nChw16c: y and the indices in the blocked layout; only from
+// a blocked input (the kernel pools blocks).
+bool max_pool_blocked_out(const Attrs& a) {
+  if (!wants_blocked(a, "output_layout", "max_pool2d")) return false;
+  KILN_CHECK(wants_blocked(a, "input_layout", "max_pool2d"), "max_pool2d: output_layout=nChw16c needs ",
+             "input_layout=nChw16c too (the blocked kernel reads blocks)");
+  return true;
+}
 
 std::vector<TensorMeta> max_pool_infer(TensorSpan in, const Attrs& a) {
   check_pool_dtype(in[0], "max_pool2d");
   const Shape xs = max_pool_input_shape(in[0], a);
   PoolGeom g = pool_geometry(xs, a, "max_pool2d", true);
   Shape os = out_shape(xs, g);
+  if (max_pool_blocked_out(a)) os = blocked_shape(os, "max_pool2d");
   return {{os, in[0].dtype(), in[0].device()}, {wants_max_pool_indices(a) ? os : Shape{0}, DType::Int64, in[0].device()}};
 }
 
@@ -450,7 +467,7 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Shape xs = max_pool_input_shape(in[0], a);
   PoolGeom g = pool_geometry(xs, a, "max_pool2d", true);
   int64_t* ip = wants_max_pool_indices(a) ? out[1].data<int64_t>() : nullptr;
-  if (xs != in[0].shape()) return max_pool_blocked(g, in[0], out[0], ip);
+  if (xs != in[0].shape()) return max_pool_blocked(g, in[0], out[0], ip, max_pool_blocked_out(a));
   bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
               g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
   std::vector<int32_t> corner;
@@ -479,22 +496,34 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 
 Tensors max_pool_back(const BackwardCtx& c, TensorSpan g) {
   check_no_blocked_derivative(c.attrs, "input_layout", "max_pool2d");
+  check_no_blocked_derivative(c.attrs, "output_layout", "max_pool2d");
   KILN_CHECK(wants_max_pool_indices(c.attrs), "max_pool2d: this call was made with indices=false (no gradient was "
              "expected: grad mode off or an input that needs none), so it has no backward; call max_pool2d_with_indices");
   return {max_pool2d_backward(g[0], c.outputs[1], c.input_metas[0].shape)};
 }
 
 // ---- max_pool2d_backward(grad_out, indices) ----
+// grad_output_layout=nChw16c: grad_out and the indices blocked (as max_pool2d
+// writes them with output_layout); only into a blocked grad_input.
+bool max_pool_bwd_blocked_grad_out(const Attrs& a) {
+  if (!wants_blocked(a, "grad_output_layout", "max_pool2d_backward")) return false;
+  KILN_CHECK(wants_blocked(a, "grad_input_layout", "max_pool2d_backward"), "max_pool2d_backward: ",
+             "grad_output_layout=nChw16c needs grad_input_layout=nChw16c too");
+  return true;
+}
+
 std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
   const Tensor& go = in[0];
   const Tensor& idx = in[1];
   const Shape& xs = a.ints("input_shape");
   KILN_CHECK(idx.dtype() == DType::Int64, "max_pool2d_backward: indices must be int64, got ",
              dtype_name(idx.dtype()));
-  KILN_CHECK(go.shape() == idx.shape() && go.dim() == 4 && xs.size() == 4 && xs[0] == go.shape()[0] &&
-                 xs[1] == go.shape()[1],
+  const bool blocked_go = max_pool_bwd_blocked_grad_out(a);
+  const Shape gs = blocked_go ? nchw_of_blocked(go.shape(), "max_pool2d_backward") : go.shape();
+  KILN_CHECK(go.shape() == idx.shape() && gs.size() == 4 && xs.size() == 4 && xs[0] == gs[0] && xs[1] == gs[1],
              "max_pool2d_backward: grad_out ", shape_str(go.shape()), " and indices ", shape_str(idx.shape()),
-             " must have the same 4-D shape with the N, C of input_shape ", shape_str(xs));
+             " must have the same ", blocked_go ? "nChw16c" : "4-D", " shape with the N, C of input_shape ",
+             shape_str(xs));
   check_pool_dtype(go, "max_pool2d_backward");
   if (wants_blocked(a, "grad_input_layout", "max_pool2d_backward")) {
     check_blocked_dtype(go, go.device(), "max_pool2d_backward");
@@ -510,18 +539,21 @@ std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
 struct BadIndex {
   std::atomic<bool> seen{false};
   std::atomic<int64_t> index{0};
+  // Whether k is outside [0, in_plane) (then noted).
+  bool outside(int64_t k, int64_t in_plane) {
+    if (static_cast<uint64_t>(k) < static_cast<uint64_t>(in_plane)) [[likely]]
+      return false;
+    index.store(k, std::memory_order_relaxed);
+    seen.store(true, std::memory_order_relaxed);
+    return true;
+  }
 };
 template <typename T>
 void scatter_plane(const T* src, const int64_t* id, int64_t n, T* dst, int64_t stride, int64_t in_plane,
                    BadIndex& bad) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = id[i];
-    if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(in_plane)) [[unlikely]] {
-      bad.index.store(k, std::memory_order_relaxed);
-      bad.seen.store(true, std::memory_order_relaxed);
-      continue;
-    }
-    dst[k * stride] += src[i];
+    if (!bad.outside(k, in_plane)) dst[k * stride] += src[i];
   }
 }
 
@@ -539,10 +571,22 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     const float* gp = go.data<float>();
     float* dp = out[0].data<float>();
     const int64_t in_block = in_plane * L;
+    const bool blocked_go = max_pool_bwd_blocked_grad_out(a);
     cpu::parallel_for(xs[0] * xs[1] / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         float* db = dp + b * in_block;
         std::memset(static_cast<void*>(db), 0, sizeof(float) * in_block);
+        if (blocked_go) {
+          // Lane l of each grad_out pixel into lane l of its input pixel.
+          const float* gb = gp + b * L * out_plane;
+          const int64_t* ib = ip + b * L * out_plane;
+          for (int64_t o = 0; o < out_plane; ++o)
+            for (int64_t l = 0; l < L; ++l) {
+              const int64_t k = ib[o * L + l];
+              if (!bad.outside(k, in_plane)) db[k * L + l] += gb[o * L + l];
+            }
+          continue;
+        }
         for (int64_t l = 0; l < L; ++l)
           scatter_plane(gp + (b * L + l) * out_plane, ip + (b * L + l) * out_plane, out_plane, db + l, L, in_plane, bad);
       }
@@ -561,6 +605,7 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
 // Double backward: the gradient of a scatter by index is a gather by it.
 Tensors max_pool_bwd_back(const BackwardCtx& c, TensorSpan gg) {
   check_no_blocked_derivative(c.attrs, "grad_input_layout", "max_pool2d_backward");
+  check_no_blocked_derivative(c.attrs, "grad_output_layout", "max_pool2d_backward");
   const Tensor& idx = c.inputs[1];
   Tensors out(2);
   if (c.needs_grad[0]) out[0] = gather(gg[0].flatten(2), 2, idx.flatten(2)).view(idx.shape());

@@ -1,7 +1,8 @@
-// nChw16c values between a convolution and its max-pool: the ops' blocked
-// forms against the plain ops bit for bit (values, indices, NaN and ties,
-// several pool geometries), the pass's before/expected graphs, the cases it
-// leaves alone, its errors, and a zoo model compiled with it against eager.
+// nChw16c values between the convolutions: the ops' blocked forms against
+// the plain ops (convolutions and pools bit for bit: values, indices, NaN and
+// ties, several pool geometries; batch norm within rounding), the pass's
+// before/expected graphs, the cases it leaves alone, its errors, and a zoo
+// model compiled with it against eager.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "graph_builder.h"
 #include "kiln/compile.h"
 #include "ops/blocked_layout.h"
+#include "ops/conv_fused.h"
 #include "testing/scoped_env.h"
 
 namespace kiln::compiler {
@@ -83,6 +85,10 @@ TEST(BlockedLayoutOps, MaxPoolMatchesThePlainPoolBitForBit) {
     Tensors got = dispatch(OpId::max_pool2d, {to_blocked(x)}, blocked(c.attrs, "input_layout"));
     expect_bitwise(got[0], want[0], "values");
     expect_bitwise(got[1], want[1], "indices");
+    // Blocked out too: values and indices nChw16c.
+    Tensors got_b = dispatch(OpId::max_pool2d, {to_blocked(x)}, blocked(blocked(c.attrs, "input_layout"), "output_layout"));
+    expect_bitwise(got_b[0], to_blocked(want[0]), "blocked values");
+    expect_bitwise(got_b[1], to_blocked(want[1]), "blocked indices");
     // Values only (indices=false), as eval graphs run it.
     Attrs no_idx = c.attrs;
     no_idx.set("indices", false);
@@ -113,6 +119,38 @@ TEST(BlockedLayoutOps, MaxPoolBackwardMatchesThePlainOneBlocked) {
     Tensor want = dispatch(OpId::max_pool2d_backward, {go, y[1]}, b)[0];
     Tensor got = dispatch(OpId::max_pool2d_backward, {go, y[1]}, blocked(b, "grad_input_layout"))[0];
     expect_bitwise(got, to_blocked(want), "grad_input");
+    // grad_out and indices blocked as well, as max_pool2d's output_layout writes them.
+    Tensor got_b = dispatch(OpId::max_pool2d_backward, {to_blocked(go), to_blocked(y[1])},
+                            blocked(blocked(b, "grad_input_layout"), "grad_output_layout"))[0];
+    expect_bitwise(got_b, to_blocked(want), "grad_input from blocked grad_out");
+  }
+}
+
+TEST(BlockedLayoutOps, BatchNormMatchesThePlainOneBlocked) {
+  // Statistics summed lane by lane in another order: equal within float
+  // rounding, in training (running statistics updated) and eval, and backward.
+  manual_seed(12);
+  Tensor x = randn({3, 32, 5, 7}).mul(2.0).add(0.5), w = randn({32}), bias = randn({32});
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    Tensor rm = randn({32}).mul(0.1), rv = randn({32}).abs().add(0.5);
+    Tensor rm_b = rm.clone(), rv_b = rv.clone();
+    Attrs a = Attrs().set("training", training).set("momentum", 0.1).set("eps", 1e-5);
+    Tensors want = dispatch(OpId::batch_norm, {x, w, bias, rm, rv}, a);
+    Tensors got = dispatch(OpId::batch_norm, {to_blocked(x), w, bias, rm_b, rv_b}, blocked(a, "layout"));
+    EXPECT_TENSOR_CLOSE(got[0], to_blocked(want[0]), 1e-5, 1e-5);
+    EXPECT_TENSOR_CLOSE(got[1], want[1], 1e-5, 1e-6);
+    EXPECT_TENSOR_CLOSE(got[2], want[2], 1e-5, 1e-6);
+    EXPECT_TENSOR_CLOSE(rm_b, rm, 1e-5, 1e-6);
+    EXPECT_TENSOR_CLOSE(rv_b, rv, 1e-5, 1e-6);
+    Tensor go = randn(x.shape());
+    Attrs ba = Attrs().set("training", training).set("eps", 1e-5);
+    Tensors bw = dispatch(OpId::batch_norm_backward, {go, x, w, want[1], want[2]}, ba);
+    Tensors bg = dispatch(OpId::batch_norm_backward, {to_blocked(go), to_blocked(x), w, want[1], want[2]},
+                          blocked(ba, "layout"));
+    EXPECT_TENSOR_CLOSE(bg[0], to_blocked(bw[0]), 1e-4, 1e-5);
+    EXPECT_TENSOR_CLOSE(bg[1], bw[1], 1e-4, 1e-4);
+    EXPECT_TENSOR_CLOSE(bg[2], bw[2], 1e-4, 1e-4);
   }
 }
 
@@ -133,6 +171,30 @@ TEST(BlockedLayoutOps, ConvolutionsReadAndWriteTheBlockedLayout) {
                  dispatch(OpId::conv2d_backward_input, {go, w}, di)[0], "grad_input");
   expect_bitwise(dispatch(OpId::conv2d_backward_weight, {to_blocked(go), x}, blocked(dw, "grad_out_layout"))[0],
                  dispatch(OpId::conv2d_backward_weight, {go, x}, dw)[0], "grad_weight");
+  // The input side blocked too: conv2d's input, conv2d_backward_input's
+  // output, conv2d_backward_weight's input.
+  Tensor xb = to_blocked(x), gob = to_blocked(go);
+  for (const char* side : {"in_layout", "out_layout"}) {
+    SCOPED_TRACE(side);
+    Attrs both = blocked(blocked(a, "in_layout"), "out_layout");
+    Attrs one = blocked(a, side);
+    Tensor want = dispatch(OpId::conv2d, {x, w, bias}, a)[0];
+    expect_bitwise(dispatch(OpId::conv2d, {xb, w, bias}, both)[0], to_blocked(want), "blocked both sides");
+    const bool in = std::string(side) == "in_layout";
+    Tensor got = dispatch(OpId::conv2d, {in ? xb : x, w, bias}, one)[0];
+    expect_bitwise(got, in ? want : to_blocked(want), "one side");
+  }
+  expect_bitwise(dispatch(OpId::conv2d_backward_input, {gob, w},
+                          blocked(blocked(di, "grad_out_layout"), "grad_input_layout"))[0],
+                 to_blocked(dispatch(OpId::conv2d_backward_input, {go, w}, di)[0]), "blocked grad_input");
+  expect_bitwise(dispatch(OpId::conv2d_backward_input, {go, w}, blocked(di, "grad_input_layout"))[0],
+                 to_blocked(dispatch(OpId::conv2d_backward_input, {go, w}, di)[0]), "blocked grad_input only");
+  expect_bitwise(dispatch(OpId::conv2d_backward_weight, {gob, xb},
+                          blocked(blocked(dw, "grad_out_layout"), "input_layout"))[0],
+                 dispatch(OpId::conv2d_backward_weight, {go, x}, dw)[0], "grad_weight from blocked input");
+  // kiln explain describes a blocked convolution as the plain one.
+  ConvRun run = describe_conv_run(OpId::conv2d, xb.shape(), w.shape(), true, DType::Float32, blocked(a, "in_layout"));
+  EXPECT_EQ(run.impl, describe_conv_run(OpId::conv2d, x.shape(), w.shape(), true, DType::Float32, a).impl);
 }
 
 TEST(BlockedLayoutOps, MisuseIsAClearError) {
@@ -157,6 +219,17 @@ TEST(BlockedLayoutOps, MisuseIsAClearError) {
   EXPECT_NE(e.find("for float32 tensors on the CPU, got float64"), std::string::npos) << e;
   e = message([&] { dispatch(OpId::max_pool2d, {x}, blocked(testing::max_pool_attrs(2, 2), "input_layout")); });
   EXPECT_NE(e.find("[N, C/16, H, W, 16], got [1, 16, 4, 4]"), std::string::npos) << e;
+  e = message([&] {
+    dispatch(OpId::max_pool2d, {x}, blocked(testing::max_pool_attrs(2, 2), "output_layout"));
+  });
+  EXPECT_NE(e.find("output_layout=nChw16c needs input_layout=nChw16c"), std::string::npos) << e;
+  e = message([&] {
+    auto o = TensorOptions().with_dtype(DType::Float64);
+    Attrs bn = Attrs().set("training", true).set("momentum", 0.1).set("eps", 1e-5);
+    dispatch(OpId::batch_norm, {randn({1, 1, 4, 4, 16}, o), Tensor(), Tensor(), Tensor(), Tensor()},
+             blocked(bn, "layout"));
+  });
+  EXPECT_NE(e.find("batch_norm: the nChw16c layout is for float32"), std::string::npos) << e;
   // The blocked forms are made after the backward graph: no derivative.
   Tensor xr = randn({1, 16, 4, 4}).requires_grad_(true);
   e = message([&] { dispatch(OpId::conv2d, {xr, w}, blocked(a, "out_layout"))[0].sum().backward(); });
@@ -235,6 +308,64 @@ TEST(BlockedLayouts, PoolGradientReadByTheConvolutionsBackwardBecomesBlocked) {
   expect_same_bits(before, b);
 }
 
+TEST(BlockedLayouts, AConvGroupAndItsBackwardStayBlockedBetweenTheConvolutions) {
+  // airbench's ConvGroup: conv -> max-pool -> batch norm -> GELU -> conv, and
+  // its backward, with the graph's inputs and outputs NCHW. Everything in
+  // between becomes nChw16c; nothing reorders between the layers.
+  GraphBuilder b;
+  manual_seed(13);
+  ValueId x = b.input(randn({2, 16, 8, 8}));
+  ValueId w1 = b.input(randn({32, 16, 3, 3}).mul(0.1)), w2 = b.input(randn({32, 32, 3, 3}).mul(0.1));
+  ValueId gamma = b.input(randn({32})), beta = b.input(randn({32}));
+  ValueId rm = b.input(zeros({32})), rv = b.input(ones({32}));
+  Attrs ca = testing::conv2d_attrs(1);
+  ValueId c1 = b.op(OpId::conv2d, {x, w1}, ca);
+  std::vector<ValueId> p = b.ops(OpId::max_pool2d, {c1}, testing::max_pool_attrs(2, 2));
+  std::vector<ValueId> bn = b.ops(OpId::batch_norm, {p[0], gamma, beta, rm, rv},
+                                  Attrs().set("training", true).set("momentum", 0.1).set("eps", 1e-5));
+  ValueId h = b.op(OpId::gelu, {bn[0]}, Attrs().set("approximate", std::string("none")));
+  ValueId y = b.op(OpId::conv2d, {h, w2}, ca);
+  ValueId go = b.input(randn({2, 32, 4, 4}));
+  ValueId gh = b.op(OpId::conv2d_backward_input, {go, w2}, Attrs(ca).set("input_shape", Shape{2, 32, 4, 4}));
+  ValueId gw2 = b.op(OpId::conv2d_backward_weight, {go, h}, Attrs(ca).set("weight_shape", Shape{32, 32, 3, 3}));
+  ValueId gb = b.op(OpId::gelu_backward, {gh, bn[0]}, Attrs().set("approximate", std::string("none")));
+  std::vector<ValueId> gbn = b.ops(OpId::batch_norm_backward, {gb, p[0], gamma, bn[1], bn[2]},
+                                   Attrs().set("training", true).set("eps", 1e-5));
+  ValueId gp = b.op(OpId::max_pool2d_backward, {gbn[0], p[1]}, Attrs().set("input_shape", Shape{2, 32, 8, 8}));
+  ValueId gx = b.op(OpId::conv2d_backward_input, {gp, w1}, Attrs(ca).set("input_shape", Shape{2, 16, 8, 8}));
+  ValueId gw1 = b.op(OpId::conv2d_backward_weight, {gp, x}, Attrs(ca).set("weight_shape", Shape{32, 16, 3, 3}));
+  for (ValueId o : {y, gx, gw1, gw2, gbn[1], gbn[2]}) b.output(o);
+  Graph before = b.g;
+  // conv1's output, the pool's output and indices, batch norm's output, the
+  // GELU, conv2's input gradient, the GELU's and batch norm's gradients and
+  // the pool's: 9 values.
+  EXPECT_EQ(keep_blocked_layouts(b.g), 9);
+  for (ValueId v : {c1, p[0], p[1], bn[0], h, gh, gb, gbn[0], gp}) EXPECT_EQ(b.g.type(v).shape.size(), 5u) << v;
+  for (ValueId v : {x, y, go, gx, gw1, gw2}) EXPECT_EQ(b.g.type(v).shape.size(), 4u) << v;
+  auto attrs_of = [&](ValueId v) {
+    std::string r;
+    for (const auto& [k, val] : b.g.producer(v).attrs.items())
+      if (k.find("layout") != std::string::npos) r += std::string(k) + " ";
+    return r;
+  };
+  EXPECT_EQ(attrs_of(c1), "out_layout ");
+  EXPECT_EQ(attrs_of(p[0]), "input_layout output_layout ");
+  EXPECT_EQ(attrs_of(bn[0]), "layout ");
+  EXPECT_EQ(attrs_of(y), "in_layout ");
+  EXPECT_EQ(attrs_of(gh), "grad_input_layout ");
+  EXPECT_EQ(attrs_of(gw2), "input_layout ");
+  EXPECT_EQ(attrs_of(gbn[0]), "layout ");
+  EXPECT_EQ(attrs_of(gp), "grad_input_layout grad_output_layout ");
+  EXPECT_EQ(attrs_of(gx), "grad_out_layout ");
+  EXPECT_EQ(attrs_of(gw1), "grad_out_layout ");
+  // Batch norm sums in another order: equal within float rounding (which the
+  // weight gradients, sums over every pixel, carry to ~1e-6 of their scale).
+  EXPECT_EQ(verify(b.g), std::vector<std::string>{});
+  Tensors want = interpret(before, b.example_inputs), got = interpret(b.g, b.example_inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TENSOR_CLOSE(got[i], want[i], 1e-4, 1e-4) << "output " << i;
+}
+
 TEST(BlockedLayouts, LeavesAloneWhatTheLayoutCannotHoldOrSomeoneElseReads) {
   {
     SCOPED_TRACE("24 channels: not a multiple of 16");
@@ -296,9 +427,15 @@ TEST(BlockedLayouts, CompiledAirbenchEvalUsesItAndMatchesEager) {
   // convolutions; the compiled forward keeps those outputs nChw16c.
   kiln::testing::CompiledEval r = kiln::testing::compile_zoo_eval("airbench", "cpp", 21);
   EXPECT_TENSOR_CLOSE(r.got, r.want, 1e-4, 1e-5);
-  int blocked_convs = 0;
-  for (const Node& n : r.executable.nodes) blocked_convs += n.kind == NodeKind::Op && n.attrs.has("out_layout");
-  EXPECT_EQ(blocked_convs, cpu_has_avx512() ? 3 : 0);
+  // Every convolution after the 6-channel stem's reads nChw16c, every one
+  // but the last writes it (the global max-pool reads NCHW).
+  int blocked_out = 0, blocked_in = 0;
+  for (const Node& n : r.executable.nodes) {
+    blocked_out += n.kind == NodeKind::Op && n.attrs.has("out_layout");
+    blocked_in += n.kind == NodeKind::Op && n.attrs.has("in_layout");
+  }
+  EXPECT_EQ(blocked_out, cpu_has_avx512() ? 5 : 0);
+  EXPECT_EQ(blocked_in, cpu_has_avx512() ? 5 : 0);
 }
 
 }  // namespace

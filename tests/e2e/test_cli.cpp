@@ -631,8 +631,10 @@ TEST(CliBenchModels, Bf16ModeCarriesItsRatioToCompiledFloat32) {
   EXPECT_EQ(lines[1]["mode"], "bf16");
   EXPECT_EQ(lines[1]["autocast"], "bf16");
   ASSERT_TRUE(lines[1]["vs_compiled_fp32"].is_number()) << lines[1].dump();
-  EXPECT_NEAR(lines[1]["vs_compiled_fp32"].get<double>(),
-              lines[1]["img_per_s"].get<double>() / lines[0]["img_per_s"].get<double>(), 0.01);
+  // Within 1% of the ratio: img_per_s is printed rounded, and one step of
+  // batch 4 can run hundreds of times faster in one mode than the other.
+  const double ratio = lines[1]["img_per_s"].get<double>() / lines[0]["img_per_s"].get<double>();
+  EXPECT_NEAR(lines[1]["vs_compiled_fp32"].get<double>(), ratio, 0.01 * std::max(1.0, ratio));
   Outcome both = run_kiln("bench models --modes bf16 --autocast bf16", dir);
   EXPECT_NE(both.rc, 0);
   EXPECT_NE(both.err.find("drop --autocast"), std::string::npos) << show(both);

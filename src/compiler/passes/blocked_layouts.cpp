@@ -1,77 +1,157 @@
-// nChw16c values between a convolution and its max-pool (blocked_layouts.h).
+// nChw16c values between the convolutions (blocked_layouts.h).
 #include "compiler/passes/blocked_layouts.h"
 
-#include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "compiler/graph/rewrite.h"
 #include "ops/blocked_layout.h"
+#include "ops/op_def.h"
 
 namespace kiln::compiler {
 namespace {
 
-bool is_plain_op(const Node& n, OpId op) { return n.kind == NodeKind::Op && n.op == op && n.attr_inputs.empty(); }
+// One place where a node reads or writes a value (input or output `index`).
+struct Port {
+  bool output;
+  size_t index;
+  bool indices = false;  // a max-pool's int64 indices (other ports of named groups are float32)
+};
+constexpr size_t kNone = std::string::npos;
 
-// A float32 CPU NCHW value, contiguous, with channels a multiple of 16 and
-// no symbolic dim but the batch: what nChw16c can hold.
-bool blockable(const ValueType& t) {
-  return t.dtype == DType::Float32 && t.device == Device::cpu() && t.shape.size() == 4 && t.shape[1] > 0 &&
-         t.shape[1] % kChannelBlock == 0 && (t.symbolic_dims & ~uint64_t{1}) == 0 &&
-         t.strides == contiguous_strides(t.shape);
+// A set of a node's ports that take the layout together, named by the
+// attribute that says so ("" for pointwise ops, whose operands simply have
+// the blocked shape, of any dtype), and the port that must be blocked for
+// it to be (none: needs.index == kNone).
+struct PortGroup {
+  const char* attr;
+  std::vector<Port> ports;
+  Port needs{false, kNone};
+};
+
+// Whether the value at port p of group grp has the dtype the group's op takes blocked.
+bool dtype_fits(const PortGroup& grp, Port p, DType d) {
+  if (grp.attr[0] == '\0') return true;
+  return d == (p.indices ? DType::Int64 : DType::Float32);
 }
 
-struct Use {
-  int node;
-  size_t input;
-};
+// Whether every tensor operand of pointwise node n is either of n's output
+// shape or a single broadcast value (then the op means the same on blocked
+// operands).
+bool pointwise_fits(const Graph& g, const Node& n) {
+  const Shape& out = g.type(n.outputs[0]).shape;
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue) continue;
+    const Shape& s = g.type(v).shape;
+    if (s == out) continue;
+    for (int64_t d : s)
+      if (d != 1) return false;
+  }
+  return true;
+}
+
+// The port groups of node n that can hold nChw16c values; every other port
+// of the node cannot.
+std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
+  if (n.kind != NodeKind::Op || !n.attr_inputs.empty()) return {};
+  auto in = [](size_t i) { return Port{false, i}; };
+  auto out = [](size_t i) { return Port{true, i}; };
+  switch (n.op) {
+    case OpId::conv2d: return {{"in_layout", {in(0)}}, {"out_layout", {out(0)}}};
+    case OpId::conv2d_backward_input: return {{"grad_out_layout", {in(0)}}, {"grad_input_layout", {out(0)}}};
+    case OpId::conv2d_backward_weight: return {{"grad_out_layout", {in(0)}}, {"input_layout", {in(1)}}};
+    case OpId::max_pool2d: {
+      std::vector<PortGroup> r{{"input_layout", {in(0)}}, {"output_layout", {out(0)}, in(0)}};
+      if (g.type(n.outputs[1]).shape.size() == 4) r[1].ports.push_back({true, 1, true});  // the indices, when made
+      return r;
+    }
+    case OpId::max_pool2d_backward:
+      return {{"grad_input_layout", {out(0)}}, {"grad_output_layout", {in(0), {false, 1, true}}, out(0)}};
+    case OpId::batch_norm: return {{"layout", {in(0), out(0)}}};
+    case OpId::batch_norm_backward: return {{"layout", {in(0), in(1), out(0)}}};
+    default: break;
+  }
+  if (op_kind(n.op) != OpKind::Pointwise || n.outputs.size() != 1 || !pointwise_fits(g, n)) return {};
+  PortGroup grp{"", {out(0)}};
+  const Shape& shape = g.type(n.outputs[0]).shape;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (n.inputs[i] != kNoValue && g.type(n.inputs[i]).shape == shape) grp.ports.push_back(in(i));
+  return {grp};
+}
+
+// A contiguous 4-D NCHW value with channels a multiple of 16 and no symbolic
+// dim but the batch: what nChw16c can hold.
+bool blockable(const ValueType& t) {
+  return t.device == Device::cpu() && t.shape.size() == 4 && t.shape[1] > 0 && t.shape[1] % kChannelBlock == 0 &&
+         (t.symbolic_dims & ~uint64_t{1}) == 0 && t.strides == contiguous_strides(t.shape);
+}
+
+ValueId value_at(const Node& n, Port p) { return p.output ? n.outputs[p.index] : n.inputs[p.index]; }
 
 }  // namespace
 
 int keep_blocked_layouts(Graph& g) {
-  std::vector<std::vector<Use>> uses(g.values.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (size_t k = 0; k < g.nodes[i].inputs.size(); ++k)
-      if (ValueId v = g.nodes[i].inputs[k]; v != kNoValue) uses[static_cast<size_t>(v)].push_back({static_cast<int>(i), k});
-  std::vector<bool> is_output(g.values.size(), false);
-  for (ValueId v : g.outputs) is_output[static_cast<size_t>(v)] = true;
-  const std::vector<bool> mutated = mutated_storage(g);
+  const size_t nv = g.values.size();
+  std::vector<std::vector<PortGroup>> groups(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) groups[i] = port_groups(g, g.nodes[i]);
 
-  // Whether value v may become nChw16c with every reader one of `readers`
-  // (reading it as input 0, without the attribute already).
-  auto only_read_by = [&](ValueId v, std::initializer_list<OpId> readers, const char* attr) {
-    const size_t vi = static_cast<size_t>(v);
-    if (is_output[vi] || mutated[vi] || uses[vi].empty() || !blockable(g.type(v))) return false;
-    return std::all_of(uses[vi].begin(), uses[vi].end(), [&](const Use& u) {
-      const Node& n = g.nodes[static_cast<size_t>(u.node)];
-      return u.input == 0 && n.kind == NodeKind::Op && n.attr_inputs.empty() && !n.attrs.has(attr) &&
-             std::find(readers.begin(), readers.end(), n.op) != readers.end();
-    });
-  };
-  auto make_blocked = [&](Node& producer, const char* producer_attr, const char* reader_attr) {
-    const ValueId v = producer.outputs[0];
-    producer.attrs.set(producer_attr, std::string(kNChw16c));
-    for (const Use& u : uses[static_cast<size_t>(v)])
-      g.nodes[static_cast<size_t>(u.node)].attrs.set(reader_attr, std::string(kNChw16c));
-    ValueType& t = g.values[static_cast<size_t>(v)].type;
+  // Start from every value that may be blocked: blockable, not a graph
+  // output, its storage never written in place, and every port that touches
+  // it (its producer's and each reader's, none for an unread pool's indices)
+  // in some group of its dtype.
+  std::vector<bool> blocked(nv, false);
+  for (size_t v = 0; v < nv; ++v) blocked[v] = blockable(g.values[v].type);
+  for (ValueId v : g.outputs) blocked[static_cast<size_t>(v)] = false;
+  const std::vector<bool> mutated = mutated_storage(g);
+  for (size_t v = 0; v < nv; ++v)
+    if (mutated[v]) blocked[v] = false;
+  std::vector<int> grouped_ports(nv, 0), all_ports(nv, 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++all_ports[static_cast<size_t>(v)];
+    for (ValueId v : n.outputs) ++all_ports[static_cast<size_t>(v)];
+    for (const PortGroup& grp : groups[i])
+      for (Port p : grp.ports)
+        if (ValueId v = value_at(n, p); v != kNoValue && dtype_fits(grp, p, g.type(v).dtype))
+          ++grouped_ports[static_cast<size_t>(v)];
+  }
+  for (size_t v = 0; v < nv; ++v)
+    if (grouped_ports[v] != all_ports[v]) blocked[v] = false;
+
+  // A group is all blocked or none; a group that requires another port is
+  // none without it. Each round only clears, so this ends.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      for (const PortGroup& grp : groups[i]) {
+        bool all = grp.needs.index == kNone || blocked[static_cast<size_t>(value_at(n, grp.needs))];
+        for (Port p : grp.ports) all = all && blocked[static_cast<size_t>(value_at(n, p))];
+        if (all) continue;
+        for (Port p : grp.ports)
+          if (std::vector<bool>::reference b = blocked[static_cast<size_t>(value_at(n, p))]; b) {
+            b = false;
+            changed = true;
+          }
+      }
+    }
+  }
+
+  int made = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    for (const PortGroup& grp : groups[i])
+      if (grp.attr[0] != '\0' && blocked[static_cast<size_t>(value_at(n, grp.ports[0]))])
+        n.attrs.set(grp.attr, std::string(kNChw16c));
+  }
+  for (size_t v = 0; v < nv; ++v) {
+    if (!blocked[v]) continue;
+    ValueType& t = g.values[v].type;
     t.shape = blocked_shape(t.shape, "blocked_layouts");
     t.strides = contiguous_strides(t.shape);
     t.symbolic_dims &= 1;
-  };
-
-  int made = 0;
-  for (Node& n : g.nodes) {
-    if (is_plain_op(n, OpId::conv2d) && !n.attrs.has("out_layout") &&
-        only_read_by(n.outputs[0], {OpId::max_pool2d}, "input_layout")) {
-      make_blocked(n, "out_layout", "input_layout");
-      ++made;
-    } else if (is_plain_op(n, OpId::max_pool2d_backward) && !n.attrs.has("grad_input_layout") &&
-               only_read_by(n.outputs[0], {OpId::conv2d_backward_input, OpId::conv2d_backward_weight},
-                            "grad_out_layout")) {
-      make_blocked(n, "grad_input_layout", "grad_out_layout");
-      ++made;
-    }
+    ++made;
   }
   return made;
 }

@@ -1,22 +1,34 @@
-// Layouts kept across a convolution and its max-pool: the first slice of the
-// layout pass (issue 9). oneDNN's float32 convolutions compute in the blocked
-// layout nChw16c, so every call reorders its NCHW operands into it and its
-// output back; a max-pool between two convolutions then reads the NCHW copy,
-// and in the backward the pool's gradient is reordered again for each of the
-// convolution's two backward kernels.
+// Layouts kept across the convolutions (issue 9's layout pass). oneDNN's
+// float32 convolutions compute in the blocked layout nChw16c, so every call
+// reorders its NCHW operands into it and its output back. This pass makes
+// the values between convolutions nChw16c where every op that touches them
+// can read and write that layout, so a chain conv -> max-pool -> batch norm
+// -> GELU -> conv (and its backward) never reorders between the layers.
 //
 // Requires: a graph the verifier accepts; runs after the ahead-of-time split
 // (the rewritten ops have no derivative) and after fuse_conv_activation.
-// Guarantees: the float32 CPU output of a conv2d whose channels are a multiple
-// of 16 and whose only readers are max_pool2d ops (not a graph output, its
-// storage never written in place) becomes an nChw16c value, shape
-// [N, C/16, H, W, 16] (ops/blocked_layout.h): the conv2d gets
-// out_layout="nChw16c" and each pool input_layout="nChw16c". Likewise the
-// output of a max_pool2d_backward read only as grad_out by
-// conv2d_backward_input/_weight: grad_input_layout on the pool, grad_out_layout
-// on the convolutions. Results are the plain graph's bit for bit (the same
-// oneDNN primitives, reorders are copies, the pool kernels compare in the
-// same order). KILN_DISABLE_PASSES=blocked_layouts turns it off.
+// Guarantees: a value becomes nChw16c, shape [N, C/16, H, W, 16]
+// (ops/blocked_layout.h), when it is a contiguous 4-D CPU value with channels
+// a multiple of 16 (no symbolic dim but the batch), not a graph input or
+// output, its storage never written in place, and every port that produces
+// or reads it takes the layout:
+//   conv2d                   input (in_layout), output (out_layout)
+//   conv2d_backward_input    grad_out (grad_out_layout), output (grad_input_layout)
+//   conv2d_backward_weight   grad_out (grad_out_layout), input (input_layout)
+//   max_pool2d               input (input_layout); output and indices together
+//                            (output_layout, only with a blocked input)
+//   max_pool2d_backward      output (grad_input_layout); grad_out and indices
+//                            together (grad_output_layout, only with a blocked output)
+//   batch_norm               input and output together (layout)
+//   batch_norm_backward      grad_out, input and output together (layout)
+//   pointwise ops            output and every operand of its shape together,
+//                            when the others are single broadcast values
+// (float32 for the named ops, int64 for the indices, any dtype for pointwise
+// ops). Each op gets its attribute set to "nChw16c". Results equal the plain
+// graph's: convolutions and pools bit for bit (the same oneDNN primitives,
+// reorders are copies, the pools compare in the same order), batch norm's
+// statistics summed lane by lane in another order (float rounding only).
+// KILN_DISABLE_PASSES=blocked_layouts turns it off.
 #pragma once
 #include "compiler/graph/graph.h"
 
