@@ -227,7 +227,10 @@ void bn_forward_blocked(const BnGeom& g, const float* x, float* y, const std::ve
   cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       float s[kL], t[kL];
-      for (int64_t l = 0; l < kL; ++l) s[l] = static_cast<float>(scale[b * kL + l]), t[l] = static_cast<float>(shift[b * kL + l]);
+      for (int64_t l = 0; l < kL; ++l) {
+        s[l] = static_cast<float>(scale[b * kL + l]);
+        t[l] = static_cast<float>(shift[b * kL + l]);
+      }
       blocked_affine(g, b, nullptr, x, y, s, nullptr, t);
     }
   });

@@ -86,7 +86,8 @@ TEST(BlockedLayoutOps, MaxPoolMatchesThePlainPoolBitForBit) {
     expect_bitwise(got[0], want[0], "values");
     expect_bitwise(got[1], want[1], "indices");
     // Blocked out too: values and indices nChw16c.
-    Tensors got_b = dispatch(OpId::max_pool2d, {to_blocked(x)}, blocked(blocked(c.attrs, "input_layout"), "output_layout"));
+    Tensors got_b =
+        dispatch(OpId::max_pool2d, {to_blocked(x)}, blocked(blocked(c.attrs, "input_layout"), "output_layout"));
     expect_bitwise(got_b[0], to_blocked(want[0]), "blocked values");
     expect_bitwise(got_b[1], to_blocked(want[1]), "blocked indices");
     // Values only (indices=false), as eval graphs run it.
