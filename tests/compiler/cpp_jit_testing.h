@@ -14,12 +14,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "compiler/codegen/cpp/jit_compiler.h"
+#include "testing/scoped_env.h"
 
 extern char** environ;
 
@@ -42,24 +42,6 @@ class ScratchDir {
 
  private:
   std::filesystem::path path_;
-};
-
-// Sets (or with nullptr unsets) an environment variable for one scope and
-// puts back what was there: ctest itself sets KILN_CACHE_DIR for every test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    set(value);
-  }
-  ~ScopedEnv() { set(old_ ? old_->c_str() : nullptr); }
-  void set(const char* value) { value ? (void)::setenv(name_, value, 1) : (void)::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
 };
 
 // y[i] += a * x[i], parallel and vectorized: the typical shape of a

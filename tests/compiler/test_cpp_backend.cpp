@@ -281,7 +281,8 @@ TEST(CppBackend, RandomGraphsMatchTheInterpreter) {
     for (int step = 0; step < 6; ++step) {
       int kind = pick(5);
       ValueId a = pool[static_cast<size_t>(pick(static_cast<int>(pool.size())))];
-      const ValueType& t = b.g.type(a);
+      // A copy: adding an op may grow the graph's value list and move its types.
+      const ValueType t = b.g.type(a);
       if (kind <= 1) {
         pool.push_back(b.op(unary[pick(7)], {a}));
       } else if (kind == 2) {

@@ -33,12 +33,4 @@ class OpCounter : public DispatchMode {
   ModeGuard guard_;
 };
 
-// max |actual - expected| / max |expected|: the error relative to the output's scale.
-inline double scaled_error(const Tensor& actual, const Tensor& expected) {
-  Tensor a = actual.detach().to(DType::Float64), e = expected.detach().to(DType::Float64);
-  double diff = abs(sub(a, e)).amax({}).item();
-  double scale = abs(e).amax({}).item();
-  return diff / std::max(scale, 1e-30);
-}
-
 }  // namespace kiln::testing

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -101,10 +102,19 @@ TEST(Profiler, OpsCoverMostOfAComputeHeavyStep) {
     opt.step();
   };
   step();  // warm-up: allocator cache, oneDNN primitives
-  Profile p;
-  for (int i = 0; i < 2; ++i) step();
-  p.stop();
-  EXPECT_GE(p.ops_ms(), 0.8 * p.wall_ms()) << p.table_string();
+  // The best of three profiles: another process taking the core between two
+  // ops (ctest -j2, a build beside it) lengthens the wall time only, so one
+  // quiet profile shows what the ops cover.
+  double best = 0;
+  std::string table;
+  for (int attempt = 0; attempt < 3 && best < 0.8; ++attempt) {
+    Profile p;
+    for (int i = 0; i < 2; ++i) step();
+    p.stop();
+    best = std::max(best, p.ops_ms() / p.wall_ms());
+    table = p.table_string();
+  }
+  EXPECT_GE(best, 0.8) << table;
 }
 
 TEST(Profiler, TraceFollowsTheChromeTraceEventFormat) {

@@ -74,4 +74,11 @@ std::string TensorError::str() const {
                                        << atol << "); " << tensor_error(a, e, actual.shape()).str();
 }
 
+double scaled_error(const Tensor& actual, const Tensor& expected) {
+  Tensor a = actual.detach().to(Device::cpu()).to(DType::Float64);
+  Tensor e = expected.detach().to(Device::cpu()).to(DType::Float64);
+  const double err = amax(abs(sub(a, e))).item(), scale = amax(abs(e)).item();
+  return scale > 0 ? err / scale : err;
+}
+
 }  // namespace kiln::testing

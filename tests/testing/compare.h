@@ -27,6 +27,12 @@ TensorError tensor_error(const Tensor& actual, const Tensor& expected);
 // The same over host values laid out row-major in `shape`.
 TensorError tensor_error(const std::vector<double>& actual, const std::vector<double>& expected, const Shape& shape);
 
+// max |actual - expected| / max |expected|, on the host in float64: the error
+// relative to the output's scale (the absolute error where expected is all
+// zeros). One definition for every test (two inline ones of this name in one
+// binary would break the one-definition rule).
+double scaled_error(const Tensor& actual, const Tensor& expected);
+
 // Checks same shape and dtype and |a - e| <= atol + rtol * |e| everywhere; the
 // failure message counts the elements out of tolerance and gives tensor_error.
 ::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,

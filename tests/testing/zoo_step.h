@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "testing/compare.h"
 
 namespace kiln::testing {
 
@@ -44,13 +45,6 @@ inline ZooStep zoo_step(const std::string& name, Device device, std::optional<DT
   loss.backward();
   for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad());
   return r;
-}
-
-// max |a - b| / max |b| (b the reference), on the host in float64.
-inline double scaled_error(const Tensor& a, const Tensor& b) {
-  Tensor a64 = a.to(Device::cpu()).to(DType::Float64), b64 = b.to(Device::cpu()).to(DType::Float64);
-  const double err = amax(abs(sub(a64, b64))).item(), scale = amax(abs(b64)).item();
-  return scale > 0 ? err / scale : err;
 }
 
 // ||a - ref|| / ||ref|| over every parameter's gradient together (float64, on
