@@ -71,6 +71,17 @@ std::mutex& graphviz_mutex() {
   return m;
 }
 
+// One Graphviz context for the process, never freed (call with the mutex
+// held). Freeing one and making another breaks Graphviz 2.42's pango text
+// plugin: it keeps a pointer to a font name the freed context owned and
+// reads it on the next layout (ASan: heap-use-after-free in strcmp under
+// textspan_size, the second SVG a process renders).
+GVC_t* graphviz_context() {
+  static GVC_t* gvc = gvContext();
+  KILN_ASSERT(gvc != nullptr, "Graphviz: gvContext failed");
+  return gvc;
+}
+
 }  // namespace
 
 std::string to_dot(const Graph& g) {
@@ -106,16 +117,15 @@ std::string render_svg(const Graph& g) { return dot_to_svg(to_dot(g), g.name); }
 
 std::string dot_to_svg(const std::string& dot, const std::string& name) {
   std::lock_guard<std::mutex> lock(graphviz_mutex());
-  std::unique_ptr<GVC_t, int (*)(GVC_t*)> gvc(gvContext(), gvFreeContext);
-  KILN_ASSERT(gvc != nullptr, "Graphviz: gvContext failed");
+  GVC_t* gvc = graphviz_context();
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> graph(agmemread(dot.c_str()), agclose);
   KILN_ASSERT(graph != nullptr, "Graphviz could not parse the DOT text of graph '", name, "'");
-  KILN_CHECK(gvLayout(gvc.get(), graph.get(), "dot") == 0, "write_svg(graph ", name,
+  KILN_CHECK(gvLayout(gvc, graph.get(), "dot") == 0, "write_svg(graph ", name,
              "): Graphviz's dot layout failed; is the graphviz package installed with its plugins (dot -c)?");
   char* data = nullptr;
   unsigned int length = 0;
-  int rc = gvRenderData(gvc.get(), graph.get(), "svg", &data, &length);
-  gvFreeLayout(gvc.get(), graph.get());
+  int rc = gvRenderData(gvc, graph.get(), "svg", &data, &length);
+  gvFreeLayout(gvc, graph.get());
   KILN_CHECK(rc == 0 && data != nullptr, "write_svg(graph ", name,
              "): Graphviz could not render SVG; is the graphviz package installed with its plugins (dot -c)?");
   std::string svg(data, length);
