@@ -16,6 +16,7 @@
 
 #include "bench_util.h"
 #include "kiln/kiln.h"
+#include "ops/blocked_layout.h"
 #include "ops/op_def.h"
 
 using namespace kiln;
@@ -45,11 +46,6 @@ Attrs with(Attrs a, bool on, std::initializer_list<const char*> names) {
     for (const char* n : names) a.set(n, std::string("nChw16c"));
   return a;
 }
-Tensor to_blocked(const Tensor& x) {
-  const Shape& s = x.shape();
-  return x.view({s[0], s[1] / 16, 16, s[2], s[3]}).permute({0, 1, 3, 4, 2}).contiguous();
-}
-
 // One ConvGroup's operands and the values its backward reads.
 struct Group {
   Group(int64_t c_, int64_t o_, int64_t hw_, bool b) : c(c_), o(o_), hw(hw_), blocked_input(b) {}

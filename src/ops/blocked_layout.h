@@ -68,6 +68,14 @@ inline void check_no_blocked_derivative(const Attrs& a, const char* name, const 
              "made after the graph's backward; differentiate the plain op");
 }
 
+// The nChw16c copy of an NCHW tensor x (C a multiple of 16): a contiguous
+// [N, C/16, H, W, 16] tensor (tests, benchmarks, and what a caller of the
+// ops' blocked forms hands them).
+inline Tensor to_blocked(const Tensor& x) {
+  const Shape s = blocked_shape(x.shape(), "to_blocked");
+  return x.view({s[0], s[1], kChannelBlock, s[2], s[3]}).permute({0, 1, 3, 4, 2}).contiguous();
+}
+
 // The NCHW shape of a [N, C/16, H, W, 16] blocked shape.
 inline Shape nchw_of_blocked(const Shape& b, const char* op) {
   KILN_CHECK(b.size() == 5 && b[4] == kChannelBlock, op, ": an nChw16c operand is [N, C/16, H, W, 16], got ",

@@ -80,8 +80,12 @@ ChannelLayout channel_layout(const Tensor& x) {
 }
 // The decompositions index NCHW: the nChw16c form (ops/blocked_layout.h) is
 // made after the compiler decomposes.
+// The compiler's forms of batch norm (a blocked layout, a fused activation)
+// come after decomposition and have none.
 void check_plain_layout(const Attrs& a, const char* op) {
   KILN_CHECK(!a.has("layout"), op, " with layout=", a.s("layout"), " has no decomposition; decompose the plain op");
+  KILN_CHECK(!a.has("activation"), op, " with activation=", a.s("activation"), " has no decomposition; decompose ",
+             "the plain op and the activation");
 }
 // Statistics of 16-bit inputs are float32, as the kernel's (and PyTorch's).
 DType stat_dtype(DType x) { return x == DType::Float64 ? DType::Float64 : DType::Float32; }

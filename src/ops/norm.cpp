@@ -19,14 +19,24 @@
 // [N, C/16, H, W, 16] tensors: the kernels then work on a block of 16
 // channels at once, lane by lane (each lane's sums in float per (n, c), then
 // double, as the NCHW rows). Statistics and parameters stay [C].
+//
+// With activation="relu" | "gelu" (erf; the compiler's fuse_norm_activation
+// pass, float32 on the CPU) batch_norm's first output is act(y), applied to
+// each run of y while it is in cache, and batch_norm_backward takes the
+// activation's grad_out and a sixth input, the bias: it recomputes y from x
+// run by run, writes act'(y) * grad_out into grad_x's storage and goes on
+// from there. So y is never written to memory, and act's backward costs no
+// pass of its own.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/ops.h"
 #include "ops/blocked_layout.h"
 #include "ops/cpu/copy.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/pointwise_f32.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -50,6 +60,58 @@ BnGeom bn_geometry(const Tensor& x, const Attrs& a, const char* op) {
   for (int64_t d = 2; d < x.dim(); ++d) g.HW *= x.shape()[d];
   return g;
 }
+
+// A fused activation (the `activation` attribute), or None.
+enum class NormAct { None, Relu, Gelu };
+
+NormAct norm_activation(const Attrs& a, const Tensor& x, const Device& dev, const char* op) {
+  if (!a.has("activation")) return NormAct::None;
+  const std::string& s = a.s("activation");
+  KILN_CHECK(s == "relu" || s == "gelu", op, ": activation=\"", s, "\" is not one batch norm fuses; use \"relu\" or ",
+             "\"gelu\" (erf), or leave the attribute out and apply it after");
+  KILN_CHECK(x.dtype() == DType::Float32 && dev == Device::cpu(), op, ": a fused activation is for float32 tensors ",
+             "on the CPU, got ", dtype_name(x.dtype()), " on ", dev.str(), "; apply the activation after");
+  return s == "relu" ? NormAct::Relu : NormAct::Gelu;
+}
+
+// z = act(y) in place over a run of n floats (the pointwise ops' kernels:
+// the same bits as relu or gelu on y).
+void activation_run(NormAct act, float* y, int64_t n) {
+  if (act == NormAct::None) return;
+  cpu::f32_kernels().unary(act == NormAct::Relu ? cpu::UnaryF32::Relu : cpu::UnaryF32::GeluErf, y, 1, y, n, 0, 0);
+}
+
+// The fused activation's backward over `rows` runs of x of `len` floats each:
+// y = x * s + t again into `scratch` (NCHW rows: `lanes` 1, s[r] and t[r]
+// for row r; an nChw16c run: one row, `lanes` 16, s[l] and t[l] per lane),
+// then gy = act'(y) * gz over all of it in one call, as relu_backward and
+// gelu_backward compute it (relu's from y instead of its output: y > 0
+// exactly where it is).
+void activation_grad_run(NormAct act, const float* gz, const float* x, float* gy, int64_t rows, int64_t len,
+                         const float* s, const float* t, int64_t lanes, std::vector<float>& scratch) {
+  scratch.resize(static_cast<size_t>(rows * len));
+  float* y = scratch.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float* yr = y + r * len;
+    if (lanes == 1) {
+      const float sr = s[r], tr = t[r];
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) yr[i] = xr[i] * sr + tr;
+    } else {
+      for (int64_t i = 0; i < len; i += kChannelBlock)
+#pragma omp simd
+        for (int64_t l = 0; l < kChannelBlock; ++l) yr[i + l] = xr[i + l] * s[l] + t[l];
+    }
+  }
+  cpu::f32_kernels().binary(act == NormAct::Relu ? cpu::BinaryF32::ReluBackward : cpu::BinaryF32::GeluBackwardErf, gz,
+                            1, y, 1, gy, rows * len);
+}
+
+// NCHW rows shorter than this take the activation per (n, chunk of channels)
+// span instead of per row: a kernel call per 3x3 row costs more than the
+// activation (airbench's last batch norm).
+constexpr int64_t kMinActivationRow = 256;
 
 void check_channel_vec(const Tensor& t, int64_t C, const char* op, const char* name) {
   if (!t.defined()) return;
@@ -130,13 +192,14 @@ std::vector<TensorMeta> bn_infer(TensorSpan in, const Attrs& a) {
     KILN_CHECK(in[3].defined(), "batch_norm: eval mode needs running_mean and running_var");
   }
   Device dev = common_device(in, "batch_norm");
+  norm_activation(a, x, dev, "batch_norm");
   DType sd = stat_dtype(x.dtype());
   return {{x.shape(), x.dtype(), dev}, {{g.C}, sd, dev}, {{g.C}, sd, dev}};
 }
 
 template <typename T>
-void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& scale,
-                const std::vector<double>& shift) {
+void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& scale, const std::vector<double>& shift,
+                NormAct act) {
   cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       T s = static_cast<T>(scale[c]), t = static_cast<T>(shift[c]);
@@ -145,8 +208,13 @@ void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& sc
         T* yp = y + (n * g.C + c) * g.HW;
 #pragma omp simd
         for (int64_t i = 0; i < g.HW; ++i) yp[i] = xp[i] * s + t;
+        if constexpr (std::is_same_v<T, float>)  // float32 only (norm_activation)
+          if (g.HW >= kMinActivationRow) activation_run(act, yp, g.HW);
       }
     }
+    if constexpr (std::is_same_v<T, float>)
+      if (g.HW < kMinActivationRow)
+        for (int64_t n = 0; n < g.N; ++n) activation_run(act, y + (n * g.C + b) * g.HW, (e - b) * g.HW);
   });
 }
 
@@ -204,34 +272,41 @@ void bn_batch_stats_blocked(const BnGeom& g, const float* x, std::vector<double>
   });
 }
 
-// y = a1 * x + a3 per lane, or, with go, y = a1 * go + a2 * x + a3.
-void blocked_affine(const BnGeom& g, int64_t b, const float* go, const float* x, float* y, const float* a1,
+// Over the (n, b) run at offset o: y = a1 * x + a3 per lane, or, with go,
+// y = a1 * go + a2 * x + a3 (go may be y itself).
+void blocked_affine(const BnGeom& g, int64_t o, const float* go, const float* x, float* y, const float* a1,
                     const float* a2, const float* a3) {
-  for (int64_t n = 0; n < g.N; ++n) {
-    const int64_t o = block_offset(g, n, b);
-    for (int64_t i = 0; i < g.HW; ++i) {
-      const int64_t k = o + i * kL;
-      if (go) {
+  for (int64_t i = 0; i < g.HW; ++i) {
+    const int64_t k = o + i * kL;
+    if (go) {
 #pragma omp simd
-        for (int64_t l = 0; l < kL; ++l) y[k + l] = a1[l] * go[k + l] + a2[l] * x[k + l] + a3[l];
-      } else {
+      for (int64_t l = 0; l < kL; ++l) y[k + l] = a1[l] * go[k + l] + a2[l] * x[k + l] + a3[l];
+    } else {
 #pragma omp simd
-        for (int64_t l = 0; l < kL; ++l) y[k + l] = x[k + l] * a1[l] + a3[l];
-      }
+      for (int64_t l = 0; l < kL; ++l) y[k + l] = x[k + l] * a1[l] + a3[l];
     }
   }
 }
 
+// The per-lane float32 scale and shift of block b.
+void block_lanes(const std::vector<double>& scale, const std::vector<double>& shift, int64_t b, float* s, float* t) {
+  for (int64_t l = 0; l < kL; ++l) {
+    s[l] = static_cast<float>(scale[b * kL + l]);
+    t[l] = static_cast<float>(shift[b * kL + l]);
+  }
+}
+
 void bn_forward_blocked(const BnGeom& g, const float* x, float* y, const std::vector<double>& scale,
-                        const std::vector<double>& shift) {
+                        const std::vector<double>& shift, NormAct act) {
   cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       float s[kL], t[kL];
-      for (int64_t l = 0; l < kL; ++l) {
-        s[l] = static_cast<float>(scale[b * kL + l]);
-        t[l] = static_cast<float>(shift[b * kL + l]);
+      block_lanes(scale, shift, b, s, t);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t o = block_offset(g, n, b);
+        blocked_affine(g, o, nullptr, x, y, s, nullptr, t);
+        activation_run(act, y + o, g.HW * kL);
       }
-      blocked_affine(g, b, nullptr, x, y, s, nullptr, t);
     }
   });
 }
@@ -272,16 +347,25 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     scale[c] = invstd[c] * w[c];
     shift[c] = bias[c] - mean[c] * scale[c];
   }
-  if (g.blocked) bn_forward_blocked(g, x.data<float>(), y.data<float>(), scale, shift);
-  else if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift);
-  else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift);
+  const NormAct act = norm_activation(a, x_in, x_in.device(), "batch_norm");
+  if (g.blocked) bn_forward_blocked(g, x.data<float>(), y.data<float>(), scale, shift, act);
+  else if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift, act);
+  else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift, act);
   if (half) cpu::copy_cast(y, out[0]);
   store_channel_values(out[1], mean);
   store_channel_values(out[2], invstd);
 }
 
+// The compiler's forms of the ops (a layout, a fused activation) come after
+// its backward graph: they have no derivative.
+void check_no_compiled_form(const Attrs& a, const char* op) {
+  check_no_blocked_derivative(a, "layout", op);
+  KILN_CHECK(!a.has("activation"), op, " with a fused activation has no derivative: it is a compiled graph's form of ",
+             "the op, made after the graph's backward; differentiate batch_norm and the activation");
+}
+
 Tensors bn_back(const BackwardCtx& c, TensorSpan g) {
-  check_no_blocked_derivative(c.attrs, "layout", "batch_norm");
+  check_no_compiled_form(c.attrs, "batch_norm");
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   auto [gx, gw, gb] = batch_norm_backward(g[0], x, w, c.outputs[1], c.outputs[2], c.attrs.b("training"),
@@ -310,22 +394,76 @@ std::vector<TensorMeta> bn_bwd_infer(TensorSpan in, const Attrs& a) {
   check_channel_vec(in[3], g.C, "batch_norm_backward", "save_mean");
   check_channel_vec(in[4], g.C, "batch_norm_backward", "save_invstd");
   Device dev = common_device(in, "batch_norm_backward");
+  if (norm_activation(a, x, dev, "batch_norm_backward") != NormAct::None) {
+    if (in.size() > 5) check_channel_vec(in[5], g.C, "batch_norm_backward", "bias");
+  } else {
+    KILN_CHECK(in.size() == 5, "batch_norm_backward: takes 5 inputs (grad_out, input, weight, save_mean, ",
+               "save_invstd), got ", in.size(), "; the sixth, bias, only with a fused activation");
+  }
   DType pd = in[2].defined() ? in[2].dtype() : stat_dtype(x.dtype());
   return {{x.shape(), x.dtype(), dev}, {{g.C}, pd, dev}, {{g.C}, pd, dev}};
 }
 
+// One channel's grad_x = k1 * g + k2 * x + k3 from its sums (sum_g = sum of
+// g, sum_gd = sum of g * (x - mean)); eval treats the statistics as constants.
+struct GradXCoefficients {
+  double k1, k2, k3;
+};
+GradXCoefficients grad_x_coefficients(bool training, double invstd, double w, double mean, double sum_g,
+                                      double sum_gd, double count) {
+  GradXCoefficients k{invstd * w, 0, 0};
+  if (training) {
+    k.k2 = -invstd * invstd * invstd * w * sum_gd / count;
+    k.k3 = -k.k1 * sum_g / count - mean * k.k2;
+  }
+  return k;
+}
+
+// The inputs of both backward kernels. With a fused activation, `act_scale`
+// and `act_shift` are the forward's y = x * scale + shift per channel, and the
+// kernels first turn each run of go (the activation's grad_out) into y's
+// gradient in gx's storage.
+struct BnBackwardArgs {
+  bool training = true;
+  std::vector<double> mean, invstd, w;
+  NormAct act = NormAct::None;
+  std::vector<double> act_scale, act_shift;
+};
+
 template <typename T>
-void bn_backward(const BnGeom& g, bool training, const T* go, const T* x, T* gx, const std::vector<double>& mean,
-                 const std::vector<double>& invstd, const std::vector<double>& w, std::vector<double>& gw,
+void bn_backward(const BnGeom& g, const BnBackwardArgs& args, const T* go, const T* x, T* gx, std::vector<double>& gw,
                  std::vector<double>& gb) {
-  double cnt = static_cast<double>(g.count());
+  const double cnt = static_cast<double>(g.count());
   cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
+    std::vector<float> scratch, s_act, t_act;
+    const bool per_row = g.HW >= kMinActivationRow;
+    if constexpr (std::is_same_v<T, float>)
+      if (args.act != NormAct::None) {
+        s_act.resize(e - b), t_act.resize(e - b);
+        for (int64_t c = b; c < e; ++c) {
+          s_act[c - b] = static_cast<float>(args.act_scale[c]);
+          t_act[c - b] = static_cast<float>(args.act_shift[c]);
+        }
+        for (int64_t n = 0; !per_row && n < g.N; ++n) {  // short rows: the chunk's spans first
+          const int64_t o = (n * g.C + b) * g.HW;
+          activation_grad_run(args.act, go + o, x + o, gx + o, e - b, g.HW, s_act.data(), t_act.data(), 1, scratch);
+        }
+      }
     for (int64_t c = b; c < e; ++c) {
-      T m = static_cast<T>(mean[c]);
+      T m = static_cast<T>(args.mean[c]);
+      // Where this channel's y gradient is: go, or gx after the activation's backward.
+      auto grad_y = [&](int64_t n) -> const T* {
+        return args.act == NormAct::None ? go + (n * g.C + c) * g.HW : gx + (n * g.C + c) * g.HW;
+      };
       double sum_g = 0, sum_gd = 0;
       for (int64_t n = 0; n < g.N; ++n) {
-        const T* gp = go + (n * g.C + c) * g.HW;
         const T* xp = x + (n * g.C + c) * g.HW;
+        if constexpr (std::is_same_v<T, float>)
+          if (args.act != NormAct::None && per_row) {
+            const int64_t o = (n * g.C + c) * g.HW;
+            activation_grad_run(args.act, go + o, xp, gx + o, 1, g.HW, &s_act[c - b], &t_act[c - b], 1, scratch);
+          }
+        const T* gp = grad_y(n);
         T s = 0, sd = 0;
 #pragma omp simd reduction(+ : s, sd)
         for (int64_t i = 0; i < g.HW; ++i) {
@@ -336,16 +474,12 @@ void bn_backward(const BnGeom& g, bool training, const T* go, const T* x, T* gx,
         sum_gd += sd;
       }
       gb[c] = sum_g;
-      gw[c] = sum_gd * invstd[c];
-      // grad_x = k1 * g + k2 * x + k3
-      double k1 = invstd[c] * w[c], k2 = 0, k3 = 0;
-      if (training) {
-        k2 = -invstd[c] * invstd[c] * invstd[c] * w[c] * sum_gd / cnt;
-        k3 = -k1 * sum_g / cnt - mean[c] * k2;
-      }
-      T a1 = static_cast<T>(k1), a2 = static_cast<T>(k2), a3 = static_cast<T>(k3);
+      gw[c] = sum_gd * args.invstd[c];
+      const GradXCoefficients k =
+          grad_x_coefficients(args.training, args.invstd[c], args.w[c], args.mean[c], sum_g, sum_gd, cnt);
+      T a1 = static_cast<T>(k.k1), a2 = static_cast<T>(k.k2), a3 = static_cast<T>(k.k3);
       for (int64_t n = 0; n < g.N; ++n) {
-        const T* gp = go + (n * g.C + c) * g.HW;
+        const T* gp = grad_y(n);
         const T* xp = x + (n * g.C + c) * g.HW;
         T* op = gx + (n * g.C + c) * g.HW;
 #pragma omp simd
@@ -356,22 +490,26 @@ void bn_backward(const BnGeom& g, bool training, const T* go, const T* x, T* gx,
 }
 
 // bn_backward over nChw16c blocks (same formulas, lane by lane).
-void bn_backward_blocked(const BnGeom& g, bool training, const float* go, const float* x, float* gx,
-                         const std::vector<double>& mean, const std::vector<double>& invstd,
-                         const std::vector<double>& w, std::vector<double>& gw, std::vector<double>& gb) {
+void bn_backward_blocked(const BnGeom& g, const BnBackwardArgs& args, const float* go, const float* x, float* gx,
+                         std::vector<double>& gw, std::vector<double>& gb) {
   const double cnt = static_cast<double>(g.count());
   cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
+    std::vector<float> scratch;
     for (int64_t b = b0; b < b1; ++b) {
-      float m[kL];
-      for (int64_t l = 0; l < kL; ++l) m[l] = static_cast<float>(mean[b * kL + l]);
+      float m[kL], s_act[kL], t_act[kL];
+      for (int64_t l = 0; l < kL; ++l) m[l] = static_cast<float>(args.mean[b * kL + l]);
+      if (args.act != NormAct::None) block_lanes(args.act_scale, args.act_shift, b, s_act, t_act);
+      const float* gy = args.act == NormAct::None ? go : gx;  // y's gradient, as in bn_backward
       double sum_g[kL] = {}, sum_gd[kL] = {};
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t o = block_offset(g, n, b);
+        if (args.act != NormAct::None)
+          activation_grad_run(args.act, go + o, x + o, gx + o, 1, g.HW * kL, s_act, t_act, kL, scratch);
         float s[kL] = {}, sd[kL] = {};
         for (int64_t i = 0; i < g.HW; ++i)
 #pragma omp simd
           for (int64_t l = 0; l < kL; ++l) {
-            const float gv = go[o + i * kL + l];
+            const float gv = gy[o + i * kL + l];
             s[l] += gv;
             sd[l] += gv * (x[o + i * kL + l] - m[l]);
           }
@@ -381,34 +519,42 @@ void bn_backward_blocked(const BnGeom& g, bool training, const float* go, const 
       for (int64_t l = 0; l < kL; ++l) {
         const int64_t c = b * kL + l;
         gb[c] = sum_g[l];
-        gw[c] = sum_gd[l] * invstd[c];
-        double k1 = invstd[c] * w[c], k2 = 0, k3 = 0;
-        if (training) {
-          k2 = -invstd[c] * invstd[c] * invstd[c] * w[c] * sum_gd[l] / cnt;
-          k3 = -k1 * sum_g[l] / cnt - mean[c] * k2;
-        }
-        a1[l] = static_cast<float>(k1), a2[l] = static_cast<float>(k2), a3[l] = static_cast<float>(k3);
+        gw[c] = sum_gd[l] * args.invstd[c];
+        const GradXCoefficients k =
+            grad_x_coefficients(args.training, args.invstd[c], args.w[c], args.mean[c], sum_g[l], sum_gd[l], cnt);
+        a1[l] = static_cast<float>(k.k1), a2[l] = static_cast<float>(k.k2), a3[l] = static_cast<float>(k.k3);
       }
-      blocked_affine(g, b, go, x, gx, a1, a2, a3);
+      for (int64_t n = 0; n < g.N; ++n) blocked_affine(g, block_offset(g, n, b), gy, x, gx, a1, a2, a3);
     }
   });
 }
 
 void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   BnGeom g = bn_geometry(in[1], a, "batch_norm_backward");
-  bool training = a.b("training");
   Tensor go = compute_input(in[0]), x = compute_input(in[1]);
   bool half = is_half(in[1].dtype());
   Tensor gx = half ? Tensor::empty(x.shape(), DType::Float32) : out[0];
-  std::vector<double> mean = channel_values(in[3], g.C, 0), invstd = channel_values(in[4], g.C, 1);
-  std::vector<double> w = channel_values(in[2], g.C, 1);
+  BnBackwardArgs args;
+  args.training = a.b("training");
+  args.mean = channel_values(in[3], g.C, 0);
+  args.invstd = channel_values(in[4], g.C, 1);
+  args.w = channel_values(in[2], g.C, 1);
+  args.act = norm_activation(a, in[1], in[1].device(), "batch_norm_backward");
+  if (args.act != NormAct::None) {
+    // y = x * scale + shift as batch_norm computed it (from the saved statistics).
+    const std::vector<double> bias = channel_values(in.size() > 5 ? in[5] : Tensor(), g.C, 0);
+    args.act_scale.resize(g.C);
+    args.act_shift.resize(g.C);
+    for (int64_t c = 0; c < g.C; ++c) {
+      args.act_scale[c] = args.invstd[c] * args.w[c];
+      args.act_shift[c] = bias[c] - args.mean[c] * args.act_scale[c];
+    }
+  }
   std::vector<double> gw(g.C), gb(g.C);
-  if (g.blocked)
-    bn_backward_blocked(g, training, go.data<float>(), x.data<float>(), gx.data<float>(), mean, invstd, w, gw, gb);
+  if (g.blocked) bn_backward_blocked(g, args, go.data<float>(), x.data<float>(), gx.data<float>(), gw, gb);
   else if (x.dtype() == DType::Float64)
-    bn_backward<double>(g, training, go.data<double>(), x.data<double>(), gx.data<double>(), mean, invstd, w, gw, gb);
-  else
-    bn_backward<float>(g, training, go.data<float>(), x.data<float>(), gx.data<float>(), mean, invstd, w, gw, gb);
+    bn_backward<double>(g, args, go.data<double>(), x.data<double>(), gx.data<double>(), gw, gb);
+  else bn_backward<float>(g, args, go.data<float>(), x.data<float>(), gx.data<float>(), gw, gb);
   if (half) cpu::copy_cast(gx, out[0]);
   store_channel_values(out[1], gw);
   store_channel_values(out[2], gb);

@@ -100,11 +100,12 @@ inline Attrs conv2d_attrs(int64_t padding) {
 
 // A pass test's second half: the rewritten graph verifies and computes what
 // the original computed, on the builder's example inputs.
-inline void expect_same_results(const Graph& before, const Graph& after, const Tensors& inputs) {
+inline void expect_same_results(const Graph& before, const Graph& after, const Tensors& inputs, double rtol = 1e-5,
+                                double atol = 1e-6) {
   EXPECT_EQ(verify(after), std::vector<std::string>{});
   Tensors want = interpret(before, inputs), got = interpret(after, inputs);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_TENSOR_CLOSE(got[i], want[i]) << "output " << i;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TENSOR_CLOSE(got[i], want[i], rtol, atol) << "output " << i;
 }
 
 }  // namespace kiln::compiler::testing

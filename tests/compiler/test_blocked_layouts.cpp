@@ -27,12 +27,6 @@ namespace {
 
 using testing::GraphBuilder;
 
-// The nChw16c copy of an NCHW tensor: [N, C/16, H, W, 16].
-Tensor to_blocked(const Tensor& x) {
-  const Shape& s = x.shape();
-  return x.view({s[0], s[1] / 16, 16, s[2], s[3]}).permute({0, 1, 3, 4, 2}).contiguous();
-}
-
 // Same dtype, shape and bytes (NaNs included): the blocked forms promise the
 // plain ops' results exactly, not within a tolerance.
 void expect_bitwise(const Tensor& got, const Tensor& want, const std::string& what) {
@@ -361,10 +355,7 @@ TEST(BlockedLayouts, AConvGroupAndItsBackwardStayBlockedBetweenTheConvolutions) 
   EXPECT_EQ(attrs_of(gw1), "grad_out_layout ");
   // Batch norm sums in another order: equal within float rounding (which the
   // weight gradients, sums over every pixel, carry to ~1e-6 of their scale).
-  EXPECT_EQ(verify(b.g), std::vector<std::string>{});
-  Tensors want = interpret(before, b.example_inputs), got = interpret(b.g, b.example_inputs);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_TENSOR_CLOSE(got[i], want[i], 1e-4, 1e-4) << "output " << i;
+  testing::expect_same_results(before, b.g, b.example_inputs, 1e-4, 1e-4);
 }
 
 TEST(BlockedLayouts, LeavesAloneWhatTheLayoutCannotHoldOrSomeoneElseReads) {
@@ -408,18 +399,18 @@ TEST(BlockedLayouts, RunsInTheLayoutPassesOnlyWhereOneDnnBlocksBy16) {
   // a reorder, so the pipeline leaves the graph plain there.
   ConvPool avx2;
   set_cpu_isa_override(CpuIsa::Avx2);
-  run_passes(avx2.b.g, layout_passes());
+  run_passes(avx2.b.g, execution_passes());
   clear_cpu_isa_override();
   for (const Node& n : avx2.b.g.nodes) EXPECT_FALSE(n.attrs.has("out_layout"));
   if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512: the pipeline never blocks here";
   ConvPool c;
-  run_passes(c.b.g, layout_passes());
+  run_passes(c.b.g, execution_passes());
   int blocked_convs = 0;
   for (const Node& n : c.b.g.nodes) blocked_convs += n.attrs.has("out_layout");
   EXPECT_EQ(blocked_convs, 1);
   kiln::testing::ScopedEnv off("KILN_DISABLE_PASSES", "blocked_layouts");
   ConvPool d;
-  run_passes(d.b.g, layout_passes());
+  run_passes(d.b.g, execution_passes());
   for (const Node& n : d.b.g.nodes) EXPECT_FALSE(n.attrs.has("out_layout"));
 }
 

@@ -55,8 +55,8 @@ TEST(PassPipeline, DefaultPassOrder) {
   EXPECT_EQ(names, (std::vector<std::string>{"constant_folding", "noop_removal", "fold_batch_norm",
                                              "fuse_conv_activation", "cse", "copy_back_removal", "dead_code"}));
   names.clear();
-  for (const Pass& p : layout_passes()) names.push_back(p.name);
-  EXPECT_EQ(names, std::vector<std::string>{"blocked_layouts"});
+  for (const Pass& p : execution_passes()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fuse_norm_activation", "blocked_layouts"}));
 }
 
 TEST(PassPipeline, DumpsAfterEachPassWhenAsked) {

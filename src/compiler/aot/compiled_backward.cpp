@@ -169,7 +169,7 @@ std::optional<ForwardBackward> split_forward_backward(const Graph& fwd, std::str
   fb.grad_of = j->grad_of;
   for (Graph* g : {&fb.forward, &fb.backward}) {
     run_passes(*g, default_passes(mode));
-    run_passes(*g, layout_passes());
+    run_passes(*g, execution_passes());
   }
   fb.backward_primals = drop_unread_primals(fb.backward, j->num_primals);
   return fb;

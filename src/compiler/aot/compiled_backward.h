@@ -41,7 +41,7 @@ struct ForwardBackward {
 // compiled backward handles (an output that is an input or a view of one,
 // an output returned twice, a scalar input on a differentiable path): the
 // caller keeps the eager tape for it. Both graphs then run the pipeline of
-// compile mode `mode` (default_passes, then layout_passes).
+// compile mode `mode` (default_passes, then execution_passes).
 std::optional<ForwardBackward> split_forward_backward(const Graph& forward, std::string* why = nullptr,
                                                       std::string_view mode = "default");
 

@@ -652,7 +652,7 @@ class CaptureMode final : public DispatchMode {
       for (Pass& p : default_passes(st_.options.mode())) passes.push_back(std::move(p));
       run_passes(s.executable, passes);
       s.differentiable = s.executable;
-      run_passes(s.executable, layout_passes());
+      run_passes(s.executable, execution_passes());
       if (recording_)
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
                                         print(s.executable));

@@ -36,8 +36,8 @@ struct RecordedCall {
 struct Segment {
   Graph graph;       // as captured: what replay checks against
   Graph executable;  // after functionalization and the passes: what runs
-  // The executable before layout_passes: what the ahead-of-time backward
-  // splits (blocked layouts have no derivative).
+  // The executable before execution_passes: what the ahead-of-time backward
+  // splits (blocked layouts and fused batch-norm activations have no derivative).
   Graph differentiable;
   std::vector<RecordedCall> calls;
   bool has_backward = false;  // a backward pass was captured into this graph

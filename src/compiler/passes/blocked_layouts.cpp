@@ -1,6 +1,7 @@
 // nChw16c values between the convolutions (blocked_layouts.h).
 #include "compiler/passes/blocked_layouts.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -35,21 +36,6 @@ bool dtype_fits(const PortGroup& grp, Port p, DType d) {
   return d == (p.indices ? DType::Int64 : DType::Float32);
 }
 
-// Whether every tensor operand of pointwise node n is either of n's output
-// shape or a single broadcast value (then the op means the same on blocked
-// operands).
-bool pointwise_fits(const Graph& g, const Node& n) {
-  const Shape& out = g.type(n.outputs[0]).shape;
-  for (ValueId v : n.inputs) {
-    if (v == kNoValue) continue;
-    const Shape& s = g.type(v).shape;
-    if (s == out) continue;
-    for (int64_t d : s)
-      if (d != 1) return false;
-  }
-  return true;
-}
-
 // The port groups of node n that can hold nChw16c values; every other port
 // of the node cannot.
 std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
@@ -71,11 +57,18 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
     case OpId::batch_norm_backward: return {{"layout", {in(0), in(1), out(0)}}};
     default: break;
   }
-  if (op_kind(n.op) != OpKind::Pointwise || n.outputs.size() != 1 || !pointwise_fits(g, n)) return {};
+  // A pointwise op means the same on blocked operands when each tensor
+  // operand has its output's shape (those join the group) or is a single
+  // broadcast value.
+  if (op_kind(n.op) != OpKind::Pointwise || n.outputs.size() != 1) return {};
   PortGroup grp{"", {out(0)}};
   const Shape& shape = g.type(n.outputs[0]).shape;
-  for (size_t i = 0; i < n.inputs.size(); ++i)
-    if (n.inputs[i] != kNoValue && g.type(n.inputs[i]).shape == shape) grp.ports.push_back(in(i));
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == kNoValue) continue;
+    const Shape& s = g.type(n.inputs[i]).shape;
+    if (s == shape) grp.ports.push_back(in(i));
+    else if (std::any_of(s.begin(), s.end(), [](int64_t d) { return d != 1; })) return {};
+  }
   return {grp};
 }
 

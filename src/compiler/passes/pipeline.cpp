@@ -15,6 +15,7 @@
 #include "compiler/passes/dead_code.h"
 #include "compiler/passes/fold_batch_norm.h"
 #include "compiler/passes/fuse_conv_activation.h"
+#include "compiler/passes/fuse_norm_activation.h"
 #include "compiler/passes/noop_removal.h"
 #include "core/cpu_features.h"
 
@@ -63,8 +64,9 @@ std::vector<Pass> default_passes(std::string_view mode) {
   return passes;
 }
 
-std::vector<Pass> layout_passes() {
+std::vector<Pass> execution_passes() {
   return {
+      {"fuse_norm_activation", [](Graph& g) { fuse_norm_activations(g); }},
       // nChw16c is oneDNN's float32 block on AVX-512; an AVX2 host computes in
       // nChw8c, where a 16c operand would cost a reorder instead of saving one.
       {"blocked_layouts", [](Graph& g) {

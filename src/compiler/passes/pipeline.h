@@ -25,16 +25,19 @@ struct Pass {
 void run_passes(Graph& g, const std::vector<Pass>& passes);
 // Constant folding first (it makes constants for no-op removal to see),
 // then no-op removal, eval batch norm folded into convolutions, ReLU/GELU
-// fused into the convolution before them as a post-op, CSE (which
+// fused into the convolution before them as a post-op (conv2d's fused form
+// has a derivative), CSE (which
 // merges what the others exposed) and dead-code elimination last (it sweeps
 // what the others left unused). Compile mode "max-autotune" adds
 // autotune_convolutions at the end (per-layer oneDNN algorithm, timed once).
 // The result is still differentiable: the ahead-of-time backward splits it.
 std::vector<Pass> default_passes(std::string_view mode = "default");
 // What runs after default_passes on a graph about to execute and never to be
-// differentiated again (its blocked ops have no derivative): blocked_layouts
-// (nChw16c values between a convolution and its max-pool, on AVX-512 hosts).
-std::vector<Pass> layout_passes();
+// differentiated again (the forms these passes make have no derivative):
+// fuse_norm_activation (ReLU/GELU and their backward into batch norm's),
+// then blocked_layouts (nChw16c values between the convolutions, on AVX-512
+// hosts; it keeps the fused batch norms' layout group).
+std::vector<Pass> execution_passes();
 // Whether KILN_DUMP's comma list names `what` (read on every call).
 bool dump_enabled(std::string_view what);
 // Whether KILN_DISABLE_PASSES's comma list names the pass (read on every call).

@@ -1,0 +1,173 @@
+// Fusing ReLU/GELU and their backward into batch norm (fuse_norm_activation.h).
+#include "compiler/passes/fuse_norm_activation.h"
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "compiler/graph/rebuilder.h"
+#include "compiler/graph/rewrite.h"
+
+namespace kiln::compiler {
+namespace {
+
+bool plain_op(const Node& n, OpId op) { return n.kind == NodeKind::Op && n.op == op && n.attr_inputs.empty(); }
+
+// The activation name node `n` fuses as ("relu" | "gelu"), or nullptr.
+const char* activation_name(const Node& n) {
+  if (plain_op(n, OpId::relu)) return "relu";
+  if (plain_op(n, OpId::gelu) && n.attrs.s("approximate") == "none") return "gelu";
+  return nullptr;
+}
+
+// What one batch norm fuses: its activation node and, per backward it
+// absorbs, the activation-backward node and the batch_norm_backward node.
+struct Fusion {
+  int act = -1;
+  std::string name;
+  std::vector<std::pair<int, int>> backward;  // (activation backward node, batch_norm_backward node)
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g), uses_(use_counts(g)), mutated_(mutated_storage(g)), readers_(g.values.size()) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (ValueId v : g.nodes[i].inputs)
+        if (v != kNoValue) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(i));
+  }
+
+  // The fusion for batch norm node `bn`, or nullopt.
+  std::optional<Fusion> match(int bn_index) const {
+    const Node& bn = g_.nodes[static_cast<size_t>(bn_index)];
+    if (!plain_op(bn, OpId::batch_norm) || bn.attrs.has("activation") || bn.attrs.has("layout")) return std::nullopt;
+    const ValueId y = bn.outputs[0];
+    const ValueType& t = g_.type(y);
+    if (t.dtype != DType::Float32 || t.device != Device::cpu() || !private_value(y)) return std::nullopt;
+    Fusion f;
+    for (int r : readers(y))
+      if (const char* name = activation_name(g_.nodes[static_cast<size_t>(r)]); name && f.act < 0) {
+        f.act = r;
+        f.name = name;
+      }
+    if (f.act < 0) return std::nullopt;
+    const ValueId z = g_.nodes[static_cast<size_t>(f.act)].outputs[0];
+    if (mutated_[static_cast<size_t>(z)]) return std::nullopt;
+    // Every other reader of y must be gelu's backward into this norm's backward.
+    for (int r : readers(y)) {
+      if (r == f.act) continue;
+      const int bb = f.name == "gelu" ? fusable_backward(bn, r, y) : -1;
+      if (bb < 0) return std::nullopt;
+      f.backward.emplace_back(r, bb);
+    }
+    // relu's backward reads relu's output instead; fuse where it can.
+    if (f.name == "relu")
+      for (int r : readers(z))
+        if (int bb = fusable_backward(bn, r, z); bb >= 0) f.backward.emplace_back(r, bb);
+    return f;
+  }
+
+ private:
+  const std::vector<int>& readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
+  // Read by nodes only (not a graph output) and never written in place.
+  bool private_value(ValueId v) const {
+    const size_t i = static_cast<size_t>(v);
+    return !mutated_[i] && uses_[i] == static_cast<int>(readers_[i].size());
+  }
+
+  // The batch_norm_backward node that activation-backward node `k` (reading
+  // `saved`, y for gelu or relu's output for relu) feeds alone, when it is
+  // `bn`'s backward; else -1.
+  int fusable_backward(const Node& bn, int k, ValueId saved) const {
+    const Node& kn = g_.nodes[static_cast<size_t>(k)];
+    const bool gelu = plain_op(kn, OpId::gelu_backward) && kn.attrs.s("approximate") == "none";
+    if (!gelu && !plain_op(kn, OpId::relu_backward)) return -1;
+    if (kn.inputs.size() != 2 || kn.inputs[1] != saved || kn.inputs[0] == saved) return -1;
+    const ValueId gy = kn.outputs[0];
+    if (!private_value(gy) || readers(gy).size() != 1) return -1;
+    const int bb = readers(gy)[0];
+    const Node& b = g_.nodes[static_cast<size_t>(bb)];
+    if (!plain_op(b, OpId::batch_norm_backward) || b.attrs.has("activation") || b.attrs.has("layout")) return -1;
+    if (b.inputs.size() != 5 || b.inputs[0] != gy || b.inputs[1] != bn.inputs[0] || b.inputs[2] != bn.inputs[1] ||
+        b.inputs[3] != bn.outputs[1] || b.inputs[4] != bn.outputs[2])
+      return -1;
+    return bb;
+  }
+
+  const Graph& g_;
+  std::vector<int> uses_;
+  std::vector<bool> mutated_;
+  std::vector<std::vector<int>> readers_;
+};
+
+// Maps old value `from` to new value `to`, keeping its requires_grad flag:
+// the shape rules would mark batch_norm's statistics as needing grad when
+// its inputs do, which the captured graph (batch_norm's one differentiable
+// output) does not say.
+void keep(Graph& out, const Graph& g, ValueId from, ValueId to, Rebuilder& rb) {
+  out.values[static_cast<size_t>(to)].type.requires_grad = g.type(from).requires_grad;
+  rb.set(from, to);
+}
+
+}  // namespace
+
+int fuse_norm_activations(Graph& g) {
+  const Matcher matcher(g);
+  std::unordered_map<int, Fusion> fused;       // batch_norm node -> what it absorbs
+  std::unordered_map<int, int> norm_of_backward;  // fused batch_norm_backward node -> its batch_norm node
+  std::vector<bool> dropped(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    std::optional<Fusion> f = matcher.match(static_cast<int>(i));
+    if (!f) continue;
+    dropped[static_cast<size_t>(f->act)] = true;
+    for (auto [k, bb] : f->backward) {
+      dropped[static_cast<size_t>(k)] = true;
+      norm_of_backward[bb] = static_cast<int>(i);
+    }
+    fused.emplace(static_cast<int>(i), std::move(*f));
+  }
+  if (fused.empty()) return 0;
+  Graph out;
+  {
+    Rebuilder rb(g, out);
+    auto mapped = [&](const std::vector<ValueId>& vs) {
+      std::vector<ValueId> r;
+      for (ValueId v : vs) r.push_back(rb.mapped(v));
+      return r;
+    };
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (dropped[i]) continue;  // emitted inside its batch norm's node
+      if (auto it = fused.find(static_cast<int>(i)); it != fused.end()) {
+        rb.begin(n);
+        Attrs attrs = n.attrs;
+        attrs.set("activation", it->second.name);
+        const std::vector<ValueId> outs = rb.ops(OpId::batch_norm, mapped(n.inputs), std::move(attrs));
+        // act(y) in y's place (y is gone); the statistics as they were.
+        keep(out, g, g.nodes[static_cast<size_t>(it->second.act)].outputs[0], outs[0], rb);
+        keep(out, g, n.outputs[1], outs[1], rb);
+        keep(out, g, n.outputs[2], outs[2], rb);
+        continue;
+      }
+      if (auto it = norm_of_backward.find(static_cast<int>(i)); it != norm_of_backward.end()) {
+        const Node& bn = g.nodes[static_cast<size_t>(it->second)];
+        const Node& k = g.producer(n.inputs[0]);  // the activation's backward
+        rb.begin(n);
+        std::vector<ValueId> ins = mapped(n.inputs);
+        ins[0] = rb.mapped(k.inputs[0]);    // the activation's grad_out
+        ins.push_back(rb.mapped(bn.inputs[2]));  // bias, to recompute y
+        Attrs attrs = n.attrs;
+        attrs.set("activation", fused.at(it->second).name);
+        const std::vector<ValueId> outs = rb.ops(OpId::batch_norm_backward, std::move(ins), std::move(attrs));
+        for (size_t o = 0; o < outs.size(); ++o) keep(out, g, n.outputs[o], outs[o], rb);
+        continue;
+      }
+      rb.copy_node(n);
+    }
+    for (ValueId v : g.outputs) out.outputs.push_back(rb.mapped(v));
+  }
+  out.name = g.name;
+  g = std::move(out);
+  return static_cast<int>(fused.size());
+}
+
+}  // namespace kiln::compiler
