@@ -222,7 +222,7 @@ void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const bool has_bias = in.size() > 2 && in[2].defined();
   const std::string act = a.has("activation") ? a.s("activation") : "";
   Epilogue e;
-  e.act = act == "relu" ? Activation::Relu : act == "gelu" ? Activation::Gelu : Activation::None;
+  e.act = fused_activation(a, "conv2d");
   e.bias = has_bias;
   if (has_bias && in[2].dtype() != out[0].dtype()) e = {};  // the graph takes a bias of the output's dtype
   if (run(Kind::Forward, g, in[0], in[1], out[0], has_bias ? in[2] : Tensor(), e)) return;

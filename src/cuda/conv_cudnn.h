@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "kiln/tensor.h"
+#include "ops/fused_activation.h"
 
 namespace kiln::cuda {
 
@@ -40,11 +41,10 @@ struct Operands {
 // cuDNN graph (the convolution's result stays in float32, in registers):
 // out = act(conv + bias). Where no engine takes the graph the caller runs
 // the plain convolution and applies the bias and activation itself.
-enum class Activation { None, Relu, Gelu /* erf */ };
 struct Epilogue {
   bool bias = false;
-  Activation act = Activation::None;
-  bool any() const { return bias || act != Activation::None; }
+  FusedActivation act = FusedActivation::None;
+  bool any() const { return bias || act != FusedActivation::None; }
 };
 
 // Which roundings a plan may bring in. exact: float64, and float32 unless

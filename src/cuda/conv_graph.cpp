@@ -300,13 +300,14 @@ std::unique_ptr<ConvPlan> make_graph_plan(cudnnHandle_t h, Kind kind, const Geom
     nodes.push_back(conv_op(kind, x, w, inner.back(), conv, dt, op));
     if (e.bias) {
       BackendDesc bias = tensor_desc(kUidBias, t, 1, g.O, 1, 1, cl, op);
-      const bool last = e.act == Activation::None;
+      const bool last = e.act == FusedActivation::None;
       if (!last) inner.push_back(tensor_desc(kUidBiased, f32, g.N, g.O, g.OH, g.OW, cl, op, true));
       nodes.push_back(pointwise_op(CUDNN_POINTWISE_ADD, inner.front(), &bias, last ? y : inner.back(), op));
       inner.push_back(std::move(bias));
     }
-    if (e.act != Activation::None) {
-      const cudnnPointwiseMode_t mode = e.act == Activation::Relu ? CUDNN_POINTWISE_RELU_FWD : CUDNN_POINTWISE_GELU_FWD;
+    if (e.act != FusedActivation::None) {
+      const cudnnPointwiseMode_t mode =
+          e.act == FusedActivation::Relu ? CUDNN_POINTWISE_RELU_FWD : CUDNN_POINTWISE_GELU_FWD;
       nodes.push_back(pointwise_op(mode, e.bias ? inner[1] : inner[0], nullptr, y, op));
     }
   }

@@ -48,6 +48,7 @@
 #include "ops/conv_fused.h"
 #include "ops/dnnl/dnnl_utils.h"
 #include "ops/families.h"
+#include "ops/fused_activation.h"
 #include "ops/op_def.h"
 
 namespace kiln {
@@ -115,15 +116,6 @@ Conv2dParams conv_params(const Attrs& a) {
   return p;
 }
 
-// The fused activation: 0 none, 1 relu, 2 gelu (erf); kiln::Error for another name.
-enum class Activation : int64_t { None = 0, Relu = 1, Gelu = 2 };
-Activation activation_of(const Attrs& a) {
-  if (!a.has("activation")) return Activation::None;
-  const std::string& s = a.s("activation");
-  if (s == "relu") return Activation::Relu;
-  if (s == "gelu") return Activation::Gelu;
-  KILN_FAIL("conv2d: activation '", s, "' is not a fusable post-op; use \"relu\" or \"gelu\" (erf)");
-}
 
 // Which oneDNN algorithm a float32 convolution runs (the `algorithm` attribute).
 enum class ConvAlgo : int64_t { Auto = 0, Direct = 1, Tuned = 2 };
@@ -192,7 +184,7 @@ dnnl::primitive_attr user_scratchpad_attr() {
 }
 
 dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bias, DataType dt,
-                                                     dnnl::algorithm alg, Activation act = Activation::None) {
+                                                     dnnl::algorithm alg, FusedActivation act = FusedActivation::None) {
   using cf = dnnl::convolution_forward;
   auto pk = dnnl::prop_kind::forward_training;
   cf::desc desc = bias ? cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt),
@@ -201,9 +193,10 @@ dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bi
                        : cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt), any_md(d.dst, dt), d.strides,
                                   d.dilates, d.pad_l, d.pad_r);
   dnnl::primitive_attr attr = user_scratchpad_attr();
-  if (act != Activation::None) {
+  if (act != FusedActivation::None) {
     dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, act == Activation::Relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
+    ops.append_eltwise(1.0f,
+                       act == FusedActivation::Relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
                        0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
@@ -260,7 +253,7 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, ConvAlgo algo,
 // algo is Auto or Direct (Tuned is resolved before).
 // blocked: which activations are nChw16c tensors (ops/blocked_layout.h), not NCHW.
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
-                                     Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
+                                     FusedActivation act = FusedActivation::None, ConvAlgo algo = ConvAlgo::Auto,
                                      BlockedSides blocked = {}) {
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
@@ -276,7 +269,7 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
     memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
     auto fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
-      if (act != Activation::None)
+      if (act != FusedActivation::None)
         fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act); });
       e->prim = dnnl::convolution_forward(fwd);
       e->scratch_md = fwd.scratchpad_desc();
@@ -301,7 +294,7 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
 // layouts, of data type dt), c the contiguous output of that type; blocked as
 // for get_entry.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-              DataType dt = DataType::f32, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
+              DataType dt = DataType::f32, FusedActivation act = FusedActivation::None, ConvAlgo algo = ConvAlgo::Auto,
               BlockedSides blocked = {}) {
   std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo, blocked);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
@@ -505,9 +498,9 @@ Bf16Path bf16_path(Kind kind, const ConvGeom& g, bool bias) {
 }
 
 // Applies a fused activation in place where no oneDNN post-op ran.
-void apply_activation(Activation act, const Tensor& out) {
-  if (act == Activation::None) return;
-  Tensor y = act == Activation::Relu ? relu(out) : gelu(out);
+void apply_activation(FusedActivation act, const Tensor& out) {
+  if (act == FusedActivation::None) return;
+  Tensor y = act == FusedActivation::Relu ? relu(out) : gelu(out);
   cpu::copy_cast(y, out);
 }
 
@@ -516,11 +509,11 @@ void apply_activation(Activation act, const Tensor& out) {
 // post-op but not GELU's erf, and the direct kernel it falls back to is 2-2.5x
 // slower on 3x3 layers (airbench's 7x7 maps: 35 ms against 15 ms), far more
 // than the activation pass the post-op saves. Cached with the primitives.
-bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, Activation act, ConvAlgo algo = ConvAlgo::Auto) {
-  if (act == Activation::None) return true;
+bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, FusedActivation act, ConvAlgo algo = ConvAlgo::Auto) {
+  if (act == FusedActivation::None) return true;
   auto winograd = [](const std::string& impl) { return impl.find("wino") != std::string::npos; };
   return winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act, algo)->impl) ||
-         !winograd(get_entry(Kind::Forward, g, bias, DataType::f32, Activation::None, algo)->impl);
+         !winograd(get_entry(Kind::Forward, g, bias, DataType::f32, FusedActivation::None, algo)->impl);
 }
 
 // Whether a convolution of `dtype` tensors whose primitive runs in `run_dt`
@@ -528,8 +521,8 @@ bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, Activation act, ConvA
 // kernels (direct, no Winograd) always take it; float32 ones, also a
 // bfloat16 layer run in float32, where it keeps the algorithm; float16 and
 // float64 apply it after. conv_compute and describe_conv_run both ask here.
-bool runs_as_post_op(DType dtype, DataType run_dt, const ConvGeom& g, bool bias, Activation act, ConvAlgo algo) {
-  if (act == Activation::None || run_dt == DataType::bf16) return true;
+bool runs_as_post_op(DType dtype, DataType run_dt, const ConvGeom& g, bool bias, FusedActivation act, ConvAlgo algo) {
+  if (act == FusedActivation::None || run_dt == DataType::bf16) return true;
   return (dtype == DType::Float32 || dtype == DType::BFloat16) && post_op_keeps_algorithm(g, bias, act, algo);
 }
 
@@ -542,11 +535,11 @@ double seconds_of(F&& f) {
 }
 
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out, Activation act = Activation::None, ConvAlgo algo = ConvAlgo::Auto,
+                  const Tensor& out, FusedActivation act = FusedActivation::None, ConvAlgo algo = ConvAlgo::Auto,
                   BlockedSides blocked = {});
 
 // The kind and shape part of an autotuning table key (ops/conv_autotune.h).
-std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
+std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, FusedActivation act) {
   std::ostringstream key;
   key << static_cast<int64_t>(kind) << ':' << g.N << ',' << g.C << ',' << g.H << ',' << g.W << ':' << g.O << ','
       << g.KH << ',' << g.KW << ':' << g.sh << ',' << g.sw << ',' << g.ph << ',' << g.pw << ',' << g.dh << ',' << g.dw
@@ -555,7 +548,7 @@ std::string tuned_key(Kind kind, const ConvGeom& g, bool bias, Activation act) {
 }
 
 std::string bf16_key(Kind kind, const ConvGeom& g, bool bias) {
-  return "bf16:" + tuned_key(kind, g, bias, Activation::None);
+  return "bf16:" + tuned_key(kind, g, bias, FusedActivation::None);
 }
 
 // algorithm="tuned" in float32: the recorded choice for this kind and shape,
@@ -564,7 +557,7 @@ std::string bf16_key(Kind kind, const ConvGeom& g, bool bias) {
 // timed rounds), the faster recorded and, if it did not run last, run again
 // so `out` holds its result.
 void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                        const Tensor& out, Activation act, BlockedSides blocked) {
+                        const Tensor& out, FusedActivation act, BlockedSides blocked) {
   const std::string key = tuned_key(kind, g, bias.defined(), act);
   if (std::optional<std::string> v = conv_autotune::lookup(key); v && (*v == "direct" || *v == "auto"))
     return conv_compute(kind, g, a, b, bias, out, act, *v == "direct" ? ConvAlgo::Direct : ConvAlgo::Auto, blocked);
@@ -589,7 +582,7 @@ void conv_compute_tuned(Kind kind, const ConvGeom& g, const Tensor& a, const Ten
 // blocked (float32 only, checked by the ops' shape rules): the nChw16c
 // activations, as for get_entry.
 void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias,
-                  const Tensor& out, Activation act, ConvAlgo algo, BlockedSides blocked) {
+                  const Tensor& out, FusedActivation act, ConvAlgo algo, BlockedSides blocked) {
   if (out.numel() == 0) return;
   if (algo == ConvAlgo::Tuned) {
     if (out.dtype() == DType::Float32 && a.numel() > 0 && b.numel() > 0)
@@ -598,7 +591,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   }
   // bfloat16 decides per path below (bfloat16 kernel or float32).
   if (out.dtype() != DType::BFloat16 && !runs_as_post_op(out.dtype(), DataType::f32, g, bias.defined(), act, algo)) {
-    conv_compute(kind, g, a, b, bias, out, Activation::None, algo, blocked);
+    conv_compute(kind, g, a, b, bias, out, FusedActivation::None, algo, blocked);
     apply_activation(act, out);  // elementwise: the same in either layout
     return;
   }
@@ -634,7 +627,7 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
     // would cost the algorithm.
     const bool post_op = runs_as_post_op(DType::BFloat16, DataType::f32, g, bias.defined(), act, algo);
     Tensor o32 = Tensor::empty(out.shape(), DType::Float32);
-    run_dnnl(kind, g, a32, b32, bias32, o32, DataType::f32, post_op ? act : Activation::None, algo);
+    run_dnnl(kind, g, a32, b32, bias32, o32, DataType::f32, post_op ? act : FusedActivation::None, algo);
     cpu::copy_cast(o32, out);
     if (!post_op) apply_activation(act, out);
   };
@@ -683,7 +676,7 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   const BlockedSides blocked = conv2d_layouts(a);
   if (blocked.src || blocked.dst) check_blocked_dtype(x, dev, "conv2d");
   ConvGeom g = conv_geometry(activation_shape(x.shape(), blocked.src, "conv2d"), w.shape(), a, "conv2d");
-  activation_of(a);  // checks the names
+  fused_activation(a, "conv2d");  // checks the names
   algorithm_of(a);
   if (in.size() > 2 && in[2].defined()) {
     const Tensor& b = in[2];
@@ -700,7 +693,7 @@ void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const BlockedSides blocked = conv2d_layouts(a);
   ConvGeom g = conv_geometry(activation_shape(in[0].shape(), blocked.src, "conv2d"), in[1].shape(), a, "conv2d");
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], activation_of(a), algorithm_of(a), blocked);
+  conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
 }
 Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   check_no_blocked_derivative(c.attrs, "out_layout", "conv2d");
@@ -712,9 +705,9 @@ Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   // A fused activation: the gradient at the pre-activation output, which is
   // recomputed (the fused forward never wrote it).
   Tensors g(grads.begin(), grads.end());
-  if (Activation act = activation_of(c.attrs); act != Activation::None) {
+  if (FusedActivation act = fused_activation(c.attrs, "conv2d"); act != FusedActivation::None) {
     Tensor z = conv2d(x, w, c.input_metas.size() > 2 ? c.inputs[2] : Tensor(), p);
-    g[0] = act == Activation::Relu ? relu_backward(g[0], z) : gelu_backward(g[0], z);
+    g[0] = act == FusedActivation::Relu ? relu_backward(g[0], z) : gelu_backward(g[0], z);
   }
   if (c.needs_grad[0]) out[0] = conv2d_backward_input(g[0], w, x.shape(), p);
   if (c.needs_grad[1]) out[1] = conv2d_backward_weight(g[0], x, w.shape(), p);
@@ -769,7 +762,7 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
 }
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], Activation::None,
+  conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], FusedActivation::None,
                algorithm_of(a), BackwardOp<K>::layouts(a));
 }
 
@@ -829,7 +822,7 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
   ConvGeom g = conv_geometry(x, weight, a, "conv2d");
   if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return false;
   try {
-    return post_op_keeps_algorithm(g, bias, activation_of(a));
+    return post_op_keeps_algorithm(g, bias, fused_activation(a, "conv2d"));
   } catch (const dnnl::error&) {
     return false;
   }
@@ -849,7 +842,7 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
     kind = Kind::BackwardWeights;
     g = BackwardOp<Kind::BackwardWeights>::geometry(in1, attrs);
   }
-  const Activation act = kind == Kind::Forward ? activation_of(attrs) : Activation::None;
+  const FusedActivation act = kind == Kind::Forward ? fused_activation(attrs, "conv2d") : FusedActivation::None;
   const ConvAlgo asked = algorithm_of(attrs);
   ConvRun r;
   r.precision = dtype_name(dtype);
@@ -880,7 +873,7 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
     r.algorithm = "tuned: " + *v;
   }
   const bool post_op = runs_as_post_op(dtype, dt, g, bias, act, algo);
-  r.impl = get_entry(kind, g, bias, dt, post_op ? act : Activation::None, algo)->impl;
+  r.impl = get_entry(kind, g, bias, dt, post_op ? act : FusedActivation::None, algo)->impl;
   if (!post_op) r.impl += " (activation applied after: its post-op would cost this kernel)";
   return r;
 }

@@ -38,6 +38,7 @@
 #include "ops/cpu/loops.h"
 #include "ops/cpu/pointwise_f32.h"
 #include "ops/families.h"
+#include "ops/fused_activation.h"
 #include "ops/op_def.h"
 
 namespace kiln {
@@ -61,24 +62,21 @@ BnGeom bn_geometry(const Tensor& x, const Attrs& a, const char* op) {
   return g;
 }
 
-// A fused activation (the `activation` attribute), or None.
-enum class NormAct { None, Relu, Gelu };
-
-NormAct norm_activation(const Attrs& a, const Tensor& x, const Device& dev, const char* op) {
-  if (!a.has("activation")) return NormAct::None;
-  const std::string& s = a.s("activation");
-  KILN_CHECK(s == "relu" || s == "gelu", op, ": activation=\"", s, "\" is not one batch norm fuses; use \"relu\" or ",
-             "\"gelu\" (erf), or leave the attribute out and apply it after");
-  KILN_CHECK(x.dtype() == DType::Float32 && dev == Device::cpu(), op, ": a fused activation is for float32 tensors ",
-             "on the CPU, got ", dtype_name(x.dtype()), " on ", dev.str(), "; apply the activation after");
-  return s == "relu" ? NormAct::Relu : NormAct::Gelu;
+// The fused activation (ops/fused_activation.h), checked: float32 on the CPU.
+FusedActivation norm_activation(const Attrs& a, const Tensor& x, const Device& dev, const char* op) {
+  const FusedActivation act = fused_activation(a, op);
+  KILN_CHECK(act == FusedActivation::None || (x.dtype() == DType::Float32 && dev == Device::cpu()), op,
+             ": a fused activation is for float32 tensors on the CPU, got ", dtype_name(x.dtype()), " on ", dev.str(),
+             "; apply the activation after");
+  return act;
 }
 
 // z = act(y) in place over a run of n floats (the pointwise ops' kernels:
 // the same bits as relu or gelu on y).
-void activation_run(NormAct act, float* y, int64_t n) {
-  if (act == NormAct::None) return;
-  cpu::f32_kernels().unary(act == NormAct::Relu ? cpu::UnaryF32::Relu : cpu::UnaryF32::GeluErf, y, 1, y, n, 0, 0);
+void activation_run(FusedActivation act, float* y, int64_t n) {
+  if (act == FusedActivation::None) return;
+  const cpu::UnaryF32 op = act == FusedActivation::Relu ? cpu::UnaryF32::Relu : cpu::UnaryF32::GeluErf;
+  cpu::f32_kernels().unary(op, y, 1, y, n, 0, 0);
 }
 
 // The fused activation's backward over `rows` runs of x of `len` floats each:
@@ -87,7 +85,7 @@ void activation_run(NormAct act, float* y, int64_t n) {
 // then gy = act'(y) * gz over all of it in one call, as relu_backward and
 // gelu_backward compute it (relu's from y instead of its output: y > 0
 // exactly where it is).
-void activation_grad_run(NormAct act, const float* gz, const float* x, float* gy, int64_t rows, int64_t len,
+void activation_grad_run(FusedActivation act, const float* gz, const float* x, float* gy, int64_t rows, int64_t len,
                          const float* s, const float* t, int64_t lanes, std::vector<float>& scratch) {
   scratch.resize(static_cast<size_t>(rows * len));
   float* y = scratch.data();
@@ -104,8 +102,9 @@ void activation_grad_run(NormAct act, const float* gz, const float* x, float* gy
         for (int64_t l = 0; l < kChannelBlock; ++l) yr[i + l] = xr[i + l] * s[l] + t[l];
     }
   }
-  cpu::f32_kernels().binary(act == NormAct::Relu ? cpu::BinaryF32::ReluBackward : cpu::BinaryF32::GeluBackwardErf, gz,
-                            1, y, 1, gy, rows * len);
+  const cpu::BinaryF32 op =
+      act == FusedActivation::Relu ? cpu::BinaryF32::ReluBackward : cpu::BinaryF32::GeluBackwardErf;
+  cpu::f32_kernels().binary(op, gz, 1, y, 1, gy, rows * len);
 }
 
 // NCHW rows shorter than this take the activation per (n, chunk of channels)
@@ -199,7 +198,7 @@ std::vector<TensorMeta> bn_infer(TensorSpan in, const Attrs& a) {
 
 template <typename T>
 void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& scale, const std::vector<double>& shift,
-                NormAct act) {
+                FusedActivation act) {
   cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       T s = static_cast<T>(scale[c]), t = static_cast<T>(shift[c]);
@@ -297,7 +296,7 @@ void block_lanes(const std::vector<double>& scale, const std::vector<double>& sh
 }
 
 void bn_forward_blocked(const BnGeom& g, const float* x, float* y, const std::vector<double>& scale,
-                        const std::vector<double>& shift, NormAct act) {
+                        const std::vector<double>& shift, FusedActivation act) {
   cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       float s[kL], t[kL];
@@ -347,7 +346,7 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     scale[c] = invstd[c] * w[c];
     shift[c] = bias[c] - mean[c] * scale[c];
   }
-  const NormAct act = norm_activation(a, x_in, x_in.device(), "batch_norm");
+  const FusedActivation act = norm_activation(a, x_in, x_in.device(), "batch_norm");
   if (g.blocked) bn_forward_blocked(g, x.data<float>(), y.data<float>(), scale, shift, act);
   else if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift, act);
   else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift, act);
@@ -394,7 +393,7 @@ std::vector<TensorMeta> bn_bwd_infer(TensorSpan in, const Attrs& a) {
   check_channel_vec(in[3], g.C, "batch_norm_backward", "save_mean");
   check_channel_vec(in[4], g.C, "batch_norm_backward", "save_invstd");
   Device dev = common_device(in, "batch_norm_backward");
-  if (norm_activation(a, x, dev, "batch_norm_backward") != NormAct::None) {
+  if (norm_activation(a, x, dev, "batch_norm_backward") != FusedActivation::None) {
     if (in.size() > 5) check_channel_vec(in[5], g.C, "batch_norm_backward", "bias");
   } else {
     KILN_CHECK(in.size() == 5, "batch_norm_backward: takes 5 inputs (grad_out, input, weight, save_mean, ",
@@ -426,7 +425,7 @@ GradXCoefficients grad_x_coefficients(bool training, double invstd, double w, do
 struct BnBackwardArgs {
   bool training = true;
   std::vector<double> mean, invstd, w;
-  NormAct act = NormAct::None;
+  FusedActivation act = FusedActivation::None;
   std::vector<double> act_scale, act_shift;
 };
 
@@ -438,7 +437,7 @@ void bn_backward(const BnGeom& g, const BnBackwardArgs& args, const T* go, const
     std::vector<float> scratch, s_act, t_act;
     const bool per_row = g.HW >= kMinActivationRow;
     if constexpr (std::is_same_v<T, float>)
-      if (args.act != NormAct::None) {
+      if (args.act != FusedActivation::None) {
         s_act.resize(e - b), t_act.resize(e - b);
         for (int64_t c = b; c < e; ++c) {
           s_act[c - b] = static_cast<float>(args.act_scale[c]);
@@ -453,13 +452,13 @@ void bn_backward(const BnGeom& g, const BnBackwardArgs& args, const T* go, const
       T m = static_cast<T>(args.mean[c]);
       // Where this channel's y gradient is: go, or gx after the activation's backward.
       auto grad_y = [&](int64_t n) -> const T* {
-        return args.act == NormAct::None ? go + (n * g.C + c) * g.HW : gx + (n * g.C + c) * g.HW;
+        return args.act == FusedActivation::None ? go + (n * g.C + c) * g.HW : gx + (n * g.C + c) * g.HW;
       };
       double sum_g = 0, sum_gd = 0;
       for (int64_t n = 0; n < g.N; ++n) {
         const T* xp = x + (n * g.C + c) * g.HW;
         if constexpr (std::is_same_v<T, float>)
-          if (args.act != NormAct::None && per_row) {
+          if (args.act != FusedActivation::None && per_row) {
             const int64_t o = (n * g.C + c) * g.HW;
             activation_grad_run(args.act, go + o, xp, gx + o, 1, g.HW, &s_act[c - b], &t_act[c - b], 1, scratch);
           }
@@ -498,12 +497,12 @@ void bn_backward_blocked(const BnGeom& g, const BnBackwardArgs& args, const floa
     for (int64_t b = b0; b < b1; ++b) {
       float m[kL], s_act[kL], t_act[kL];
       for (int64_t l = 0; l < kL; ++l) m[l] = static_cast<float>(args.mean[b * kL + l]);
-      if (args.act != NormAct::None) block_lanes(args.act_scale, args.act_shift, b, s_act, t_act);
-      const float* gy = args.act == NormAct::None ? go : gx;  // y's gradient, as in bn_backward
+      if (args.act != FusedActivation::None) block_lanes(args.act_scale, args.act_shift, b, s_act, t_act);
+      const float* gy = args.act == FusedActivation::None ? go : gx;  // y's gradient, as in bn_backward
       double sum_g[kL] = {}, sum_gd[kL] = {};
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t o = block_offset(g, n, b);
-        if (args.act != NormAct::None)
+        if (args.act != FusedActivation::None)
           activation_grad_run(args.act, go + o, x + o, gx + o, 1, g.HW * kL, s_act, t_act, kL, scratch);
         float s[kL] = {}, sd[kL] = {};
         for (int64_t i = 0; i < g.HW; ++i)
@@ -540,7 +539,7 @@ void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   args.invstd = channel_values(in[4], g.C, 1);
   args.w = channel_values(in[2], g.C, 1);
   args.act = norm_activation(a, in[1], in[1].device(), "batch_norm_backward");
-  if (args.act != NormAct::None) {
+  if (args.act != FusedActivation::None) {
     // y = x * scale + shift as batch_norm computed it (from the saved statistics).
     const std::vector<double> bias = channel_values(in.size() > 5 ? in[5] : Tensor(), g.C, 0);
     args.act_scale.resize(g.C);

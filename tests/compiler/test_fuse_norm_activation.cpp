@@ -41,7 +41,8 @@ TEST(FuseNormActivationOps, ForwardAndBackwardMatchBatchNormAndTheActivationApar
   };
   // 3x3 rows take the per-span path (shorter than a kernel call pays for),
   // 16x20 rows the per-row one; nChw16c runs are (n, block) pairs.
-  const Case cases[] = {{{4, 32, 3, 3}, false}, {{2, 16, 16, 20}, false}, {{4, 32, 3, 3}, true}, {{2, 16, 9, 11}, true}};
+  const Case cases[] = {
+      {{4, 32, 3, 3}, false}, {{2, 16, 16, 20}, false}, {{4, 32, 3, 3}, true}, {{2, 16, 9, 11}, true}};
   for (const Case& c : cases)
     for (const std::string act : {"relu", "gelu"})
       for (bool training : {true, false})
@@ -91,10 +92,11 @@ TEST(FuseNormActivationOps, MisuseIsAClearError) {
   Tensor x = randn({2, 4, 3, 3}), w = randn({4}), b = randn({4});
   Attrs a = bn_attrs(true);
   throws_with([&] { dispatch(OpId::batch_norm, {x, w, b, Tensor(), Tensor()}, Attrs(a).set("activation", "tanh")); },
-              "activation=\"tanh\" is not one batch norm fuses");
+              "batch_norm: activation=\"tanh\" is not an activation kiln fuses");
   throws_with(
       [&] {
-        dispatch(OpId::batch_norm, {x.to(DType::Float64), w, b, Tensor(), Tensor()}, Attrs(a).set("activation", "relu"));
+        dispatch(OpId::batch_norm, {x.to(DType::Float64), w, b, Tensor(), Tensor()},
+                 Attrs(a).set("activation", "relu"));
       },
       "a fused activation is for float32 tensors on the CPU, got float64");
   Tensors bn = dispatch(OpId::batch_norm, {x, w, b, Tensor(), Tensor()}, a);

@@ -30,7 +30,8 @@ struct Fusion {
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& g) : g_(g), uses_(use_counts(g)), mutated_(mutated_storage(g)), readers_(g.values.size()) {
+  explicit Matcher(const Graph& g)
+      : g_(g), uses_(use_counts(g)), mutated_(mutated_storage(g)), readers_(g.values.size()) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].inputs)
         if (v != kNoValue) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(i));
