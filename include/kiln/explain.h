@@ -94,8 +94,11 @@ struct ExplainReport {
   std::vector<ExplainFusedKernel> fused_kernels;
   std::vector<ExplainConvolution> convolutions;  // CPU graphs only
 
-  // The human summary: counts, graph breaks with reasons, guards, op counts, graphs.
-  std::string str() const;
+  // The human summary: counts, graph breaks with reasons, guards, op counts,
+  // graphs: as captured, or with `as_run` as they run (each graph's
+  // executable: after functionalization and the passes, so fused nodes and
+  // blocked layouts show).
+  std::string str(bool as_run = false) const;
   // One object: graphs [{name, variant, segment, text, dot, executable, num_ops, has_backward}],
   // graph_breaks [{op, reason, location}], guards [strings], ops {name: count},
   // calls, variants, recompiles, fell_back, saved_bytes_eager, saved_bytes_partitioned.

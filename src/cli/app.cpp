@@ -416,6 +416,9 @@ void add_explain(CLI::App& app, Invocation& inv) {
       ->type_name("FILE");
   e->add_flag("--json", o.json, "print the report as one JSON object on stdout instead of the summary");
   e->add_flag("--dynamic", o.dynamic, "compile with dynamic=true: the batch size is a symbol");
+  e->add_flag("--executable", o.executable,
+              "print each graph as it runs (after functionalization and the passes: fused batch norms and "
+              "convolutions, nChw16c layouts) instead of as captured");
   e->add_option("--mode", o.mode, "the compile mode: default, reduce-overhead or max-autotune (the convolutions' "
                                   "algorithms timed per layer; the list of convolutions shows the choices)")
       ->check(one_of({"default", "reduce-overhead", "max-autotune"}, "mode"))

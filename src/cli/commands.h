@@ -70,6 +70,7 @@ struct ExplainCmdOptions {
   std::string backend = "interpreter";  // interpreter | cpp (lists the fused kernels)
   std::string mode = "default";         // the compile mode (max-autotune: tuned convolutions)
   std::string autocast;                 // "", "bf16" or "fp16": the forward (and loss) in that dtype
+  bool executable = false;              // print the graphs as they run (after the passes), not as captured
 };
 
 struct ReportOptions {

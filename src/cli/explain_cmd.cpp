@@ -95,7 +95,7 @@ int run_explain(const ExplainCmdOptions& o) {
       std::cout << "; one graph: the second call replayed the first's";
     std::cout << ")";
   }
-  std::cout << "\n" << report.str();
+  std::cout << "\n" << report.str(o.executable);
   if (!o.html.empty()) std::cout << "\nHTML report: " << o.html << "\n";
   return kExitOk;
 }

@@ -196,6 +196,13 @@ TEST(Explain, TextSummaryNamesTheBreakGuardsOpsAndGraphsAndPrintsWhenAsked) {
   EXPECT_NE(s.find("compiled: input 0: f32[3] requires_grad=false"), std::string::npos) << s;
   EXPECT_NE(s.find("  mul  1\n"), std::string::npos) << s;
   for (const ExplainGraph& g : r.graphs) EXPECT_NE(s.find(g.text), std::string::npos) << s;
+  // As they run: each graph's executable (after the passes) in its place.
+  const std::string run = r.str(/*as_run=*/true);
+  for (const ExplainGraph& g : r.graphs) {
+    ASSERT_FALSE(g.executable.empty()) << g.name;
+    EXPECT_NE(run.find("; as it runs, after functionalization and the passes):\n" + g.executable), std::string::npos)
+        << run;
+  }
 }
 
 TEST(Explain, HtmlDrawsEachGraphAsInlineSvgBesideItsEscapedIr) {

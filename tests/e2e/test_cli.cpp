@@ -541,6 +541,21 @@ TEST(CliExplain, AutocastBf16CompilesTheForwardAndTheTrainStep) {
   }
 }
 
+// --executable: the graphs as they run, with what the passes made of them
+// (batch norms that apply their GELU, the GELU's backward inside batch norm's).
+TEST(CliExplain, ExecutablePrintsTheGraphsAfterThePasses) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("explain --model airbench --train --batch 2 --executable", dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  EXPECT_NE(r.out.find("as it runs, after functionalization and the passes"), std::string::npos)
+      << r.out.substr(0, 800);
+  EXPECT_NE(r.out.find("= batch_norm_backward("), std::string::npos);
+  EXPECT_NE(r.out.find("activation=\"gelu\""), std::string::npos) << r.out.substr(0, 800);
+  Outcome captured = run_kiln("explain --model airbench --train --batch 2", dir);
+  ASSERT_EQ(captured.rc, 0) << show(captured);
+  EXPECT_EQ(captured.out.find("activation=\"gelu\""), std::string::npos);  // as captured: the plain ops
+}
+
 TEST(CliExplain, AirbenchTrainJsonIsOneObjectWithOneGraphPerStepAndNoBreak) {
   fs::path dir = scratch_dir();
   Outcome r = run_kiln("explain --model airbench --train --batch 2 --json", dir);

@@ -30,7 +30,7 @@ std::string bytes_str(int64_t b) {
 
 }  // namespace
 
-std::string ExplainReport::str() const {
+std::string ExplainReport::str(bool as_run) const {
   int64_t total_ops = 0;
   for (const auto& [name, n] : ops) total_ops += n;
   std::string s = "explain: " + plural(calls, "call", "calls") + ", " + plural(variants, "variant", "variants") + " (" +
@@ -82,8 +82,10 @@ std::string ExplainReport::str() const {
   }
 
   for (const ExplainGraph& g : graphs) {
+    const bool run = as_run && !g.executable.empty();
     s += "\ngraph " + g.name + " (variant " + std::to_string(g.variant) + ", segment " + std::to_string(g.segment) +
-         ", " + plural(g.num_ops, "op", "ops") + (g.has_backward ? ", forward + backward" : "") + "):\n" + g.text;
+         ", " + plural(g.num_ops, "op", "ops") + (g.has_backward ? ", forward + backward" : "") +
+         (run ? "; as it runs, after functionalization and the passes" : "") + "):\n" + (run ? g.executable : g.text);
   }
   return s;
 }
