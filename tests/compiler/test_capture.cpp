@@ -129,9 +129,10 @@ TEST(Capture, AirbenchForwardAndGradientsEqualEager) {
 }
 
 // A whole train step: one graph, the same parameters and optimizer state as
-// eager after 3 steps with a learning rate that changes every step.
+// eager after 3 steps with a learning rate that changes every step;
+// parameters within `param_atol` (plus 1e-5 relative).
 template <class Opt, class Options>
-void check_train_step(const Options& options) {
+void check_train_step(const Options& options, double param_atol = 1e-6) {
   compiler::configure_logs("recompiles,graph_breaks");
   manual_seed(4);
   auto ma = models::tutorial_cnn();
@@ -158,7 +159,8 @@ void check_train_step(const Options& options) {
     EXPECT_TENSOR_CLOSE(lb, la, 1e-5, 1e-6);
   }
   auto pa = ma->named_parameters(), pb = mb->named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TENSOR_CLOSE(pb[i].second, pa[i].second, 1e-5, 1e-6) << pa[i].first;
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TENSOR_CLOSE(pb[i].second, pa[i].second, 1e-5, param_atol) << pa[i].first;
   auto sa = oa.state_dict(), sb = ob.state_dict();
   ASSERT_EQ(sa.size(), sb.size());
   for (size_t i = 0; i < sa.size(); ++i) EXPECT_TENSOR_CLOSE(sb[i].second, sa[i].second, 1e-5, 1e-6) << sa[i].first;
@@ -179,7 +181,12 @@ TEST(Capture, WholeSgdTrainStepIsOneGraphAndMatchesEager) {
   check_train_step<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(5e-4));
 }
 TEST(Capture, WholeAdamWTrainStepIsOneGraphAndMatchesEager) {
-  check_train_step<optim::AdamW>(optim::AdamWOptions(1e-3).weight_decay(0.1));
+  // AdamW moves each weight by about lr * m / sqrt(v): where a gradient is
+  // near zero, m / sqrt(v) turns a last-bit difference of the gradient (the
+  // compiled graph sums in another order) into a visible one of the step, up
+  // to a fraction of lr = 1e-3 (2.7e-6 seen in a -O2 sanitizer build). So the
+  // parameters agree within 1% of one step's size, not 1e-6.
+  check_train_step<optim::AdamW>(optim::AdamWOptions(1e-3).weight_decay(0.1), 1e-5);
 }
 
 }  // namespace
