@@ -6,7 +6,10 @@
 // batch_norm_backward against batch_norm_backward with the activation, each
 // in the layout the compiled step runs it in (nChw16c, or NCHW for airbench's
 // last one), interleaved round by round so both see the machine's load of
-// the moment; the median round of each is printed.
+// the moment; the median round of each is printed. Then ResNet-18's block
+// tails, batch norm -> add(shortcut) -> ReLU, forward: batch_norm and the
+// add + ReLU as the compiled step ran them (one generated kernel) against
+// batch_norm with the residual and the activation fused.
 //
 //   build/bench/norm_activation [--batch 128] [--rounds 15]
 #include <CLI/CLI.hpp>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "ops/blocked_layout.h"
 #include "ops/op_def.h"
@@ -116,5 +120,37 @@ int main(int argc, char** argv) {
     std::printf("%-9s all, per train step         %9.3f  %9.3f  %9.3f  %9.3f   fused / apart: fwd %.3f, bwd %.3f\n",
                 model, tot[0], tot[1], tot[2], tot[3], tot[1] / tot[0], tot[3] / tot[2]);
   }
+  // ResNet-18's block tails (each block's second batch norm), forward.
+  struct Tail {
+    int64_t c, hw;
+  };
+  auto add_relu = compile([](const Tensor& y, const Tensor& r) { return relu(add(y, r)); },
+                          CompileOptions().backend("cpp").name("add_relu"));
+  double tot[2] = {0, 0};
+  std::printf("\nresnet18 block tails (x2 each)       tail apart  tail fused   (forward ms, median of %d)\n", rounds);
+  for (Tail T : {Tail{64, 32}, Tail{128, 16}, Tail{256, 8}, Tail{512, 4}}) {
+    manual_seed(2);
+    Tensor x = to_blocked(randn({batch, T.c, T.hw, T.hw})), r = to_blocked(randn({batch, T.c, T.hw, T.hw}));
+    Tensor w = rand({T.c}).add(0.5), b = randn({T.c}).mul(0.1), rm = zeros({T.c}), rv = ones({T.c});
+    Attrs a = Attrs().set("training", true).set("momentum", 0.4).set("eps", 1e-12).set("layout", std::string(kNChw16c));
+    std::vector<double> t[2];
+    for (int round = 0; round < rounds + 1; ++round) {
+      const double apart = 1e3 * bench::seconds([&] {
+        add_relu(dispatch(OpId::batch_norm, {x, w, b, rm, rv}, a)[0], r);
+      });
+      const double fused = 1e3 * bench::seconds([&] {
+        dispatch(OpId::batch_norm, {x, w, b, rm, rv, r}, Attrs(a).set("activation", std::string("relu")));
+      });
+      if (round == 0) continue;  // the compile, first touches
+      t[0].push_back(apart);
+      t[1].push_back(fused);
+    }
+    const double m0 = bench::median(t[0]), m1 = bench::median(t[1]);
+    tot[0] += 2 * m0, tot[1] += 2 * m1;
+    std::printf("resnet18 %3lld ch %2lldx%-2lld nChw16c relu      %9.3f  %9.3f\n", (long long)T.c, (long long)T.hw,
+                (long long)T.hw, m0, m1);
+  }
+  std::printf("resnet18 tails, per train step         %9.3f  %9.3f   fused / apart %.3f\n", tot[0], tot[1],
+              tot[1] / tot[0]);
   return 0;
 }

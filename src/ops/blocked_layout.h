@@ -17,7 +17,7 @@
 //                           output_layout      its output and indices (needs input_layout)
 //   max_pool2d_backward     grad_input_layout  its output
 //                           grad_output_layout its grad_out and indices (needs grad_input_layout)
-//   batch_norm              layout             its input and output
+//   batch_norm              layout             its input and output (and a fused residual, input 5)
 //   batch_norm_backward     layout             its grad_out, input and output
 // (a pool's indices stay positions h * W + w in the input plane). The
 // convolutions and pools give the plain op's results bit for bit; batch norm

@@ -93,6 +93,8 @@ DType stat_dtype(DType x) { return x == DType::Float64 ? DType::Float64 : DType:
 // batch_norm(x, weight?, bias?, running_mean?, running_var?) -> (y, save_mean, save_invstd)
 Tensors batch_norm_dec(TensorSpan in, const Attrs& a) {
   check_plain_layout(a, "batch_norm");
+  KILN_CHECK(in.size() <= 5 || !in[5].defined(), "batch_norm with a fused residual has no decomposition; decompose ",
+             "the plain op and the add");
   const Tensor& x_in = in[0];
   const Tensor &w = in[1], &b = in[2], &rm = in[3], &rv = in[4];
   bool training = a.b("training");

@@ -26,7 +26,10 @@
 // activation's grad_out and a sixth input, the bias: it recomputes y from x
 // run by run, writes act'(y) * grad_out into grad_x's storage and goes on
 // from there. So y is never written to memory, and act's backward costs no
-// pass of its own.
+// pass of its own. batch_norm's optional sixth input, a residual of x's shape
+// (float32 CPU, ResNet's shortcut), is added to y before the activation:
+// act(y + residual), the residual block's batch norm -> add -> ReLU in one
+// pass (the ReLU's backward reads the result, so it needs no recompute).
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -77,6 +80,12 @@ void activation_run(FusedActivation act, float* y, int64_t n) {
   if (act == FusedActivation::None) return;
   const cpu::UnaryF32 op = act == FusedActivation::Relu ? cpu::UnaryF32::Relu : cpu::UnaryF32::GeluErf;
   cpu::f32_kernels().unary(op, y, 1, y, n, 0, 0);
+}
+
+// y += r over a run of n floats (the residual, before the activation).
+void add_run(float* y, const float* r, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += r[i];
 }
 
 // The fused activation's backward over `rows` runs of x of `len` floats each:
@@ -192,13 +201,24 @@ std::vector<TensorMeta> bn_infer(TensorSpan in, const Attrs& a) {
   }
   Device dev = common_device(in, "batch_norm");
   norm_activation(a, x, dev, "batch_norm");
+  KILN_CHECK(in.size() <= 6, "batch_norm: takes at most 6 inputs (input, weight, bias, running_mean, running_var, ",
+             "residual), got ", in.size());
+  if (in.size() > 5 && in[5].defined()) {
+    const Tensor& r = in[5];
+    KILN_CHECK(r.shape() == x.shape() && r.dtype() == x.dtype(), "batch_norm: the residual must have the input's ",
+               "shape and dtype, got ", describe(in.subspan(0, 1)), " and ", describe(in.subspan(5, 1)));
+    KILN_CHECK(x.dtype() == DType::Float32 && dev == Device::cpu(), "batch_norm: a fused residual is for float32 ",
+               "tensors on the CPU, got ", dtype_name(x.dtype()), " on ", dev.str(), "; add it after");
+  }
   DType sd = stat_dtype(x.dtype());
   return {{x.shape(), x.dtype(), dev}, {{g.C}, sd, dev}, {{g.C}, sd, dev}};
 }
 
+// y = x * scale + shift per channel, then (float32 only) + residual and the
+// activation, run by run.
 template <typename T>
 void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& scale, const std::vector<double>& shift,
-                FusedActivation act) {
+                FusedActivation act, const float* residual) {
   cpu::parallel_for(g.C, channel_grain(g), [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       T s = static_cast<T>(scale[c]), t = static_cast<T>(shift[c]);
@@ -207,8 +227,10 @@ void bn_forward(const BnGeom& g, const T* x, T* y, const std::vector<double>& sc
         T* yp = y + (n * g.C + c) * g.HW;
 #pragma omp simd
         for (int64_t i = 0; i < g.HW; ++i) yp[i] = xp[i] * s + t;
-        if constexpr (std::is_same_v<T, float>)  // float32 only (norm_activation)
+        if constexpr (std::is_same_v<T, float>) {  // float32 only (bn_infer)
+          if (residual) add_run(yp, residual + (n * g.C + c) * g.HW, g.HW);
           if (g.HW >= kMinActivationRow) activation_run(act, yp, g.HW);
+        }
       }
     }
     if constexpr (std::is_same_v<T, float>)
@@ -296,7 +318,7 @@ void block_lanes(const std::vector<double>& scale, const std::vector<double>& sh
 }
 
 void bn_forward_blocked(const BnGeom& g, const float* x, float* y, const std::vector<double>& scale,
-                        const std::vector<double>& shift, FusedActivation act) {
+                        const std::vector<double>& shift, FusedActivation act, const float* residual) {
   cpu::parallel_for(g.C / kL, block_grain(g), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       float s[kL], t[kL];
@@ -304,6 +326,7 @@ void bn_forward_blocked(const BnGeom& g, const float* x, float* y, const std::ve
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t o = block_offset(g, n, b);
         blocked_affine(g, o, nullptr, x, y, s, nullptr, t);
+        if (residual) add_run(y + o, residual + o, g.HW * kL);
         activation_run(act, y + o, g.HW * kL);
       }
     }
@@ -347,9 +370,12 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     shift[c] = bias[c] - mean[c] * scale[c];
   }
   const FusedActivation act = norm_activation(a, x_in, x_in.device(), "batch_norm");
-  if (g.blocked) bn_forward_blocked(g, x.data<float>(), y.data<float>(), scale, shift, act);
-  else if (x.dtype() == DType::Float64) bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift, act);
-  else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift, act);
+  Tensor res = in.size() > 5 && in[5].defined() ? in[5].contiguous() : Tensor();
+  const float* rp = res.defined() ? res.data<float>() : nullptr;
+  if (g.blocked) bn_forward_blocked(g, x.data<float>(), y.data<float>(), scale, shift, act, rp);
+  else if (x.dtype() == DType::Float64)
+    bn_forward<double>(g, x.data<double>(), y.data<double>(), scale, shift, act, nullptr);
+  else bn_forward<float>(g, x.data<float>(), y.data<float>(), scale, shift, act, rp);
   if (half) cpu::copy_cast(y, out[0]);
   store_channel_values(out[1], mean);
   store_channel_values(out[2], invstd);
@@ -365,6 +391,9 @@ void check_no_compiled_form(const Attrs& a, const char* op) {
 
 Tensors bn_back(const BackwardCtx& c, TensorSpan g) {
   check_no_compiled_form(c.attrs, "batch_norm");
+  KILN_CHECK(c.inputs.size() <= 5 || !c.inputs[5].defined(), "batch_norm with a fused residual has no derivative: ",
+             "it is a compiled graph's form of the op, made after the graph's backward; differentiate batch_norm and ",
+             "the add");
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   auto [gx, gw, gb] = batch_norm_backward(g[0], x, w, c.outputs[1], c.outputs[2], c.attrs.b("training"),
@@ -568,6 +597,7 @@ void register_norm_ops() {
   // The derivative reads x, weight, save_mean and save_invstd only. Not
   // saving the running statistics also keeps their in-place updates (a
   // second forward through the same layer) from tripping the version check.
+  // (A fused residual, input 5, is saved so that its refusal below can see it.)
   bn.unsaved_inputs = 0b11100;  // bias, running_mean, running_var
   bn.unsaved_outputs = 0b001;   // y
   bn.mutated_inputs = (1u << 3) | (1u << 4);  // running_mean, running_var (training)

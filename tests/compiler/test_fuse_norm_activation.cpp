@@ -80,6 +80,24 @@ TEST(FuseNormActivationOps, ForwardAndBackwardMatchBatchNormAndTheActivationApar
         }
 }
 
+TEST(FuseNormActivationOps, AResidualIsAddedBeforeTheActivation) {
+  for (bool blocked : {false, true})
+    for (const Shape& shape : {Shape{4, 32, 3, 3}, Shape{2, 16, 16, 20}}) {
+      SCOPED_TRACE(shape_str(shape) + (blocked ? " nChw16c" : " NCHW"));
+      manual_seed(33);
+      const int64_t C = shape[1];
+      auto lay = [&](const Tensor& t) { return blocked ? to_blocked(t) : t; };
+      Tensor x = lay(randn(shape)), r = lay(randn(shape)), w = randn({C}), bias = randn({C});
+      Attrs a = bn_attrs(true);
+      if (blocked) a.set("layout", std::string(kNChw16c));
+      Tensors bn = dispatch(OpId::batch_norm, {x, w, bias, Tensor(), Tensor()}, a);
+      Tensor want = activation("relu", dispatch1(OpId::add, {bn[0], r}));
+      Tensors got = dispatch(OpId::batch_norm, {x, w, bias, Tensor(), Tensor(), r}, Attrs(a).set("activation", "relu"));
+      EXPECT_TENSOR_CLOSE(got[0], want, 1e-6, 1e-6);
+      EXPECT_TENSOR_CLOSE(got[1], bn[1], 0, 0);
+    }
+}
+
 TEST(FuseNormActivationOps, MisuseIsAClearError) {
   auto throws_with = [](auto f, const std::string& what) {
     try {
@@ -102,10 +120,14 @@ TEST(FuseNormActivationOps, MisuseIsAClearError) {
   Tensors bn = dispatch(OpId::batch_norm, {x, w, b, Tensor(), Tensor()}, a);
   throws_with([&] { dispatch(OpId::batch_norm_backward, {x, x, w, bn[1], bn[2], b}, bn_bwd_attrs(true)); },
               "the sixth, bias, only with a fused activation");
+  throws_with([&] { dispatch(OpId::batch_norm, {x, w, b, Tensor(), Tensor(), randn({2, 4, 3, 4})}, a); },
+              "batch_norm: the residual must have the input's shape and dtype");
   // The fused forms are the compiler's, made after the backward graph.
   Tensor xg = randn({2, 4, 3, 3}).requires_grad_(true);
   Tensor z = dispatch(OpId::batch_norm, {xg, w, b, Tensor(), Tensor()}, Attrs(a).set("activation", "relu"))[0];
   throws_with([&] { z.sum().backward(); }, "with a fused activation has no derivative");
+  Tensor zr = dispatch(OpId::batch_norm, {xg, w, b, Tensor(), Tensor(), randn({2, 4, 3, 3})}, a)[0];
+  throws_with([&] { zr.sum().backward(); }, "with a fused residual has no derivative");
 }
 
 // ---- the pass ----
@@ -174,6 +196,59 @@ TEST(FuseNormActivation, ForwardAloneFusesToo) {
   testing::expect_same_results(before, c.b.g, c.b.example_inputs, 1e-6, 1e-6);
 }
 
+// ResNet's block tail: batch norm -> add(shortcut) -> relu, and the relu's
+// backward (from its output) feeding both the norm's backward and the shortcut.
+struct ResidualTail {
+  GraphBuilder b;
+  std::vector<ValueId> bn, shortcut_bn;
+  ValueId y_sum = kNoValue;
+  // With `downsample`, the shortcut is a second batch norm (of another input).
+  explicit ResidualTail(bool downsample) {
+    manual_seed(43);
+    ValueId x = b.input(randn({2, 16, 4, 4})), r = b.input(randn({2, 16, 4, 4}));
+    ValueId w = b.input(rand({16}).add(0.5)), bias = b.input(randn({16}));
+    bn = b.ops(OpId::batch_norm, {x, w, bias, kNoValue, kNoValue}, bn_attrs(true));
+    ValueId shortcut = r;
+    if (downsample) {
+      shortcut_bn = b.ops(OpId::batch_norm, {r, w, bias, kNoValue, kNoValue}, bn_attrs(true));
+      shortcut = shortcut_bn[0];
+    }
+    y_sum = b.op(OpId::add, {bn[0], shortcut});
+    const ValueId z = b.op(OpId::relu, {y_sum});
+    b.output(z);
+    const ValueId gz = b.input(randn({2, 16, 4, 4}));
+    const ValueId gs = b.op(OpId::relu_backward, {gz, z});
+    for (ValueId v : b.ops(OpId::batch_norm_backward, {gs, x, w, bn[1], bn[2]}, bn_bwd_attrs(true))) b.output(v);
+    b.output(gs);  // the shortcut's gradient
+  }
+};
+
+int residual_norms(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += node.op == OpId::batch_norm && node.inputs.size() == 6;
+  return n;
+}
+
+TEST(FuseNormActivation, ResidualAddAndReluBecomeTheBatchNormsEpilogue) {
+  ResidualTail c(/*downsample=*/false);
+  Graph before = c.b.g;
+  EXPECT_EQ(fuse_norm_activations(c.b.g), 1);
+  EXPECT_EQ(residual_norms(c.b.g), 1);
+  int ops = 0;
+  for (const Node& n : c.b.g.nodes) ops += n.kind == NodeKind::Op;
+  EXPECT_EQ(ops, 3);  // batch_norm (+ add + relu), relu_backward, batch_norm_backward
+  testing::expect_same_results(before, c.b.g, c.b.example_inputs, 1e-5, 1e-6);
+}
+
+TEST(FuseNormActivation, OfTwoBatchNormsIntoOneAddTheFirstTakesIt) {
+  // The fused node goes where the add was, after the shortcut's batch norm.
+  ResidualTail c(/*downsample=*/true);
+  Graph before = c.b.g;
+  EXPECT_EQ(fuse_norm_activations(c.b.g), 1);
+  EXPECT_EQ(residual_norms(c.b.g), 1);
+  testing::expect_same_results(before, c.b.g, c.b.example_inputs, 1e-5, 1e-6);
+}
+
 TEST(FuseNormActivation, LeavesAloneWhatStillNeedsTheNormsOutput) {
   {  // y is a graph output too
     NormAct c(OpId::gelu, true);
@@ -197,6 +272,11 @@ TEST(FuseNormActivation, LeavesAloneWhatStillNeedsTheNormsOutput) {
     NormAct d(OpId::relu, true, DType::Float64);
     EXPECT_EQ(fuse_norm_activations(d.b.g), 0);
   }
+  {  // the sum before the relu has another reader
+    ResidualTail c(false);
+    c.b.output(c.y_sum);
+    EXPECT_EQ(fuse_norm_activations(c.b.g), 0);
+  }
   {  // relu's backward whose gradient goes elsewhere: the forward fuses, the backward stays
     NormAct c(OpId::relu, true);
     const ValueId gy = c.b.g.nodes[c.b.g.values[static_cast<size_t>(c.bb[0])].node].inputs[0];
@@ -213,13 +293,14 @@ TEST(FuseNormActivation, LeavesAloneWhatStillNeedsTheNormsOutput) {
 // Whole compiled train steps (cpp backend, SGD with momentum) against the
 // same model trained eagerly: every batch norm followed by its activation
 // fuses (airbench at width 0.25: the six GELUs after a batch norm; ResNet-18:
-// each block's first ReLU and the stem's), and losses and weights agree.
+// the stem's and each block's first ReLU with their backward, and each
+// block's batch norm -> add -> ReLU tail forward), and losses and weights agree.
 TEST(FuseNormActivation, ZooTrainStepsFuseAndMatchEager) {
   struct Case {
     const char* name;
     int fused_forward, fused_backward;
   };
-  for (const Case& k : {Case{"airbench", 6, 6}, Case{"resnet18", 9, 9}}) {
+  for (const Case& k : {Case{"airbench", 6, 6}, Case{"resnet18", 17, 9}}) {
     SCOPED_TRACE(k.name);
     const double width = std::string(k.name) == "airbench" ? 0.25 : 1.0;
     manual_seed(51);

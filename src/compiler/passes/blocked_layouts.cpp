@@ -53,7 +53,9 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
     }
     case OpId::max_pool2d_backward:
       return {{"grad_input_layout", {out(0)}}, {"grad_output_layout", {in(0), {false, 1, true}}, out(0)}};
-    case OpId::batch_norm: return {{"layout", {in(0), out(0)}}};
+    case OpId::batch_norm:  // with a fused residual (input 5), that too
+      if (n.inputs.size() > 5 && n.inputs[5] != kNoValue) return {{"layout", {in(0), in(5), out(0)}}};
+      return {{"layout", {in(0), out(0)}}};
     case OpId::batch_norm_backward: return {{"layout", {in(0), in(1), out(0)}}};
     default: break;
   }

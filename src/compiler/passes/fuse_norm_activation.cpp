@@ -21,11 +21,14 @@ const char* activation_name(const Node& n) {
 }
 
 // What one batch norm fuses: its activation node and, per backward it
-// absorbs, the activation-backward node and the batch_norm_backward node.
+// absorbs, the activation-backward node and the batch_norm_backward node;
+// or, for batch norm -> add -> activation, the add node and its other operand.
 struct Fusion {
   int act = -1;
   std::string name;
   std::vector<std::pair<int, int>> backward;  // (activation backward node, batch_norm_backward node)
+  int add = -1;                  // the residual add, where the fused node goes (its operands exist there)
+  ValueId residual = kNoValue;   // the add's other operand
 };
 
 class Matcher {
@@ -44,6 +47,7 @@ class Matcher {
     const ValueId y = bn.outputs[0];
     const ValueType& t = g_.type(y);
     if (t.dtype != DType::Float32 || t.device != Device::cpu() || !private_value(y)) return std::nullopt;
+    if (std::optional<Fusion> f = match_residual(bn_index)) return f;
     Fusion f;
     for (int r : readers(y))
       if (const char* name = activation_name(g_.nodes[static_cast<size_t>(r)]); name && f.act < 0) {
@@ -68,6 +72,42 @@ class Matcher {
   }
 
  private:
+  // y read by one add of a same-shape, same-type operand r, whose sum only a
+  // relu reads (ResNet's block tail: its backward reads the relu's output, so
+  // nothing needs y or the sum later). The fused node goes where the add was,
+  // where r exists; nothing between may read the statistics or the running
+  // buffers the batch norm updates.
+  std::optional<Fusion> match_residual(int bn_index) const {
+    const Node& bn = g_.nodes[static_cast<size_t>(bn_index)];
+    const ValueId y = bn.outputs[0];
+    if (readers(y).size() != 1) return std::nullopt;
+    const int add = readers(y)[0];
+    const Node& an = g_.nodes[static_cast<size_t>(add)];
+    if (!plain_op(an, OpId::add) || an.inputs.size() != 2 || !an.attrs.items().empty()) return std::nullopt;
+    const ValueId r = an.inputs[0] == y ? an.inputs[1] : an.inputs[0];
+    if (r == y || g_.type(r).shape != g_.type(y).shape || g_.type(r).dtype != DType::Float32 ||
+        g_.type(r).device != Device::cpu() || g_.type(r).strides != g_.type(y).strides)
+      return std::nullopt;
+    const ValueId s = an.outputs[0];
+    if (!private_value(s) || readers(s).size() != 1) return std::nullopt;
+    const Node& relu = g_.nodes[static_cast<size_t>(readers(s)[0])];
+    if (!plain_op(relu, OpId::relu) || mutated_[static_cast<size_t>(relu.outputs[0])]) return std::nullopt;
+    auto read_between = [&](ValueId v) {
+      if (v == kNoValue) return false;
+      for (int k : readers(v))
+        if (k > bn_index && k < add) return true;
+      return false;
+    };
+    for (ValueId v : {bn.outputs[1], bn.outputs[2], bn.inputs[3], bn.inputs[4]})
+      if (read_between(v)) return std::nullopt;
+    Fusion f;
+    f.act = readers(s)[0];
+    f.name = "relu";
+    f.add = add;
+    f.residual = r;
+    return f;
+  }
+
   const std::vector<int>& readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
   // Read by nodes only (not a graph output) and never written in place.
   bool private_value(ValueId v) const {
@@ -113,12 +153,17 @@ void keep(Graph& out, const Graph& g, ValueId from, ValueId to, Rebuilder& rb) {
 
 int fuse_norm_activations(Graph& g) {
   const Matcher matcher(g);
-  std::unordered_map<int, Fusion> fused;       // batch_norm node -> what it absorbs
+  std::unordered_map<int, Fusion> fused;          // batch_norm node -> what it absorbs
+  std::unordered_map<int, int> norm_at;           // node where a fused batch_norm goes -> the batch_norm node
   std::unordered_map<int, int> norm_of_backward;  // fused batch_norm_backward node -> its batch_norm node
   std::vector<bool> dropped(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     std::optional<Fusion> f = matcher.match(static_cast<int>(i));
-    if (!f) continue;
+    // An add of two batch norms (ResNet's downsampling block): the first takes it.
+    if (!f || (f->add >= 0 && norm_at.count(f->add))) continue;
+    dropped[i] = true;  // emitted at norm_at
+    norm_at[f->add >= 0 ? f->add : static_cast<int>(i)] = static_cast<int>(i);
+    if (f->add >= 0) dropped[static_cast<size_t>(f->add)] = true;
     dropped[static_cast<size_t>(f->act)] = true;
     for (auto [k, bb] : f->backward) {
       dropped[static_cast<size_t>(k)] = true;
@@ -137,18 +182,25 @@ int fuse_norm_activations(Graph& g) {
     };
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
-      if (dropped[i]) continue;  // emitted inside its batch norm's node
-      if (auto it = fused.find(static_cast<int>(i)); it != fused.end()) {
-        rb.begin(n);
-        Attrs attrs = n.attrs;
-        attrs.set("activation", it->second.name);
-        const std::vector<ValueId> outs = rb.ops(OpId::batch_norm, mapped(n.inputs), std::move(attrs));
-        // act(y) in y's place (y is gone); the statistics as they were.
-        keep(out, g, g.nodes[static_cast<size_t>(it->second.act)].outputs[0], outs[0], rb);
-        keep(out, g, n.outputs[1], outs[1], rb);
-        keep(out, g, n.outputs[2], outs[2], rb);
+      if (auto at = norm_at.find(static_cast<int>(i)); at != norm_at.end()) {
+        const Node& bn = g.nodes[static_cast<size_t>(at->second)];
+        const Fusion& f = fused.at(at->second);
+        rb.begin(bn);
+        std::vector<ValueId> ins = mapped(bn.inputs);
+        if (f.residual != kNoValue) {
+          ins.resize(5, kNoValue);
+          ins.push_back(rb.mapped(f.residual));
+        }
+        Attrs attrs = bn.attrs;
+        attrs.set("activation", f.name);
+        const std::vector<ValueId> outs = rb.ops(OpId::batch_norm, std::move(ins), std::move(attrs));
+        // act(y [+ residual]) in the activation's place (y is gone); the statistics as they were.
+        keep(out, g, g.nodes[static_cast<size_t>(f.act)].outputs[0], outs[0], rb);
+        keep(out, g, bn.outputs[1], outs[1], rb);
+        keep(out, g, bn.outputs[2], outs[2], rb);
         continue;
       }
+      if (dropped[i]) continue;  // emitted inside a batch norm's node
       if (auto it = norm_of_backward.find(static_cast<int>(i)); it != norm_of_backward.end()) {
         const Node& bn = g.nodes[static_cast<size_t>(it->second)];
         const Node& k = g.producer(n.inputs[0]);  // the activation's backward

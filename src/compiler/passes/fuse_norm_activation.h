@@ -1,5 +1,6 @@
 // A ReLU or GELU after a batch norm becomes the batch norm's epilogue, and
-// its backward becomes batch_norm_backward's prologue.
+// its backward becomes batch_norm_backward's prologue; a residual add and
+// ReLU after a batch norm become its epilogue too.
 //
 // Requires: a graph the verifier accepts; runs after fold_batch_norm (an eval
 // batch norm folded into its convolution is gone) and before blocked_layouts
@@ -14,8 +15,14 @@
 // read by nothing else takes the activation too, with g as grad_out and the
 // norm's bias as a sixth input: it recomputes y from x to apply act'(y)
 // run by run (ops/norm.cpp), so act's backward is no pass of its own. y not
-// a graph output, neither value written in place. Passes run after the
-// ahead-of-time split, so no derivative of a fused node is ever taken.
+// a graph output, neither value written in place. A batch_norm whose y is
+// read only by an add of a same-shape float32 operand r, whose sum only a
+// relu reads (a residual block's tail), becomes batch_norm(..., r) with
+// activation="relu": relu(y + r) in one pass; the relu's backward reads its
+// output, so that stays as it is. That node goes where the add was (r exists
+// there); of two batch norms into one add (a downsampling block) the first
+// takes it. These forms have no derivative: the pass runs on graphs about to
+// execute (execution_passes), after the ahead-of-time split.
 // Results equal the unfused graph's up to float32 rounding (y recomputed
 // from the saved statistics in the backward).
 #pragma once
