@@ -46,10 +46,14 @@ std::vector<ValueId> Rebuilder::ops(OpId id, std::vector<ValueId> ins, Attrs att
   for (const AttrInput& ai : attr_inputs) run.set(ai.attr, out_.scalar_inputs[ai.scalar_index].example);
   Tensors outs = meta_outputs(id, metas, run);
   std::vector<ValueType> types;
-  for (const Tensor& o : outs) {
-    ValueType ty = ValueType::of(o);
+  const OpDef& def = op_def(id);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    ValueType ty = ValueType::of(outs[k]);
     ty.symbolic_dims = symbolic_dims_for(sym, ty.shape.size());
-    ty.requires_grad = rg && is_floating(ty.dtype) && op_def(id).backward != nullptr;
+    // As eager autograd marks them: only the op's differentiable outputs
+    // (batch_norm's statistics never need grad).
+    ty.requires_grad = rg && is_floating(ty.dtype) && def.backward != nullptr &&
+                       static_cast<int>(k) < def.num_differentiable_outputs;
     types.push_back(std::move(ty));
   }
   std::vector<ValueId> r = out_.add_op(id, std::move(attrs), std::move(ins), types, std::move(attr_inputs));

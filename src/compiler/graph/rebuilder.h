@@ -26,8 +26,8 @@ class Rebuilder {
 
   // An op on new-graph values with every output's type from the op's shape
   // rule; a symbolic dim of an input stays symbolic in outputs of the same
-  // rank and requires_grad flows from inputs to floating outputs of
-  // differentiable ops.
+  // rank and requires_grad flows from inputs to the floating differentiable
+  // outputs of differentiable ops (OpDef::num_differentiable_outputs).
   std::vector<ValueId> ops(OpId id, std::vector<ValueId> ins, Attrs attrs = {},
                            std::vector<AttrInput> attr_inputs = {});
   // ops() for a single-output op.

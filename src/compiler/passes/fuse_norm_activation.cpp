@@ -140,15 +140,6 @@ class Matcher {
   std::vector<std::vector<int>> readers_;
 };
 
-// Maps old value `from` to new value `to`, keeping its requires_grad flag:
-// the shape rules would mark batch_norm's statistics as needing grad when
-// its inputs do, which the captured graph (batch_norm's one differentiable
-// output) does not say.
-void keep(Graph& out, const Graph& g, ValueId from, ValueId to, Rebuilder& rb) {
-  out.values[static_cast<size_t>(to)].type.requires_grad = g.type(from).requires_grad;
-  rb.set(from, to);
-}
-
 }  // namespace
 
 int fuse_norm_activations(Graph& g) {
@@ -195,9 +186,9 @@ int fuse_norm_activations(Graph& g) {
         attrs.set("activation", f.name);
         const std::vector<ValueId> outs = rb.ops(OpId::batch_norm, std::move(ins), std::move(attrs));
         // act(y [+ residual]) in the activation's place (y is gone); the statistics as they were.
-        keep(out, g, g.nodes[static_cast<size_t>(f.act)].outputs[0], outs[0], rb);
-        keep(out, g, bn.outputs[1], outs[1], rb);
-        keep(out, g, bn.outputs[2], outs[2], rb);
+        rb.set(g.nodes[static_cast<size_t>(f.act)].outputs[0], outs[0]);
+        rb.set(bn.outputs[1], outs[1]);
+        rb.set(bn.outputs[2], outs[2]);
         continue;
       }
       if (dropped[i]) continue;  // emitted inside a batch norm's node
@@ -211,7 +202,7 @@ int fuse_norm_activations(Graph& g) {
         Attrs attrs = n.attrs;
         attrs.set("activation", fused.at(it->second).name);
         const std::vector<ValueId> outs = rb.ops(OpId::batch_norm_backward, std::move(ins), std::move(attrs));
-        for (size_t o = 0; o < outs.size(); ++o) keep(out, g, n.outputs[o], outs[o], rb);
+        for (size_t o = 0; o < outs.size(); ++o) rb.set(n.outputs[o], outs[o]);
         continue;
       }
       rb.copy_node(n);
