@@ -176,6 +176,19 @@ double row_sq_dev(const T* p, int64_t n, T mean) {
   return static_cast<double>(s);
 }
 
+// Batch norm's output as y = x * scale + shift per channel: scale = invstd * w,
+// shift = bias - mean * scale. One definition, so the fused backward's
+// recomputed y is the forward's.
+void affine_of(const std::vector<double>& mean, const std::vector<double>& invstd, const std::vector<double>& w,
+               const std::vector<double>& bias, std::vector<double>& scale, std::vector<double>& shift) {
+  scale.resize(mean.size());
+  shift.resize(mean.size());
+  for (size_t c = 0; c < mean.size(); ++c) {
+    scale[c] = invstd[c] * w[c];
+    shift[c] = bias[c] - mean[c] * scale[c];
+  }
+}
+
 // Channels per parallel chunk: enough work per thread to pay for the fork.
 int64_t channel_grain(const BnGeom& g) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.count())); }
 
@@ -363,12 +376,9 @@ void bn_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     var = channel_values(in[4], g.C, 1);
   }
   std::vector<double> w = channel_values(in[1], g.C, 1), bias = channel_values(in[2], g.C, 0);
-  std::vector<double> invstd(g.C), scale(g.C), shift(g.C);
-  for (int64_t c = 0; c < g.C; ++c) {
-    invstd[c] = 1.0 / std::sqrt(var[c] + eps);
-    scale[c] = invstd[c] * w[c];
-    shift[c] = bias[c] - mean[c] * scale[c];
-  }
+  std::vector<double> invstd(g.C), scale, shift;
+  for (int64_t c = 0; c < g.C; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+  affine_of(mean, invstd, w, bias, scale, shift);
   const FusedActivation act = norm_activation(a, x_in, x_in.device(), "batch_norm");
   Tensor res = in.size() > 5 && in[5].defined() ? in[5].contiguous() : Tensor();
   const float* rp = res.defined() ? res.data<float>() : nullptr;
@@ -571,12 +581,7 @@ void bn_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   if (args.act != FusedActivation::None) {
     // y = x * scale + shift as batch_norm computed it (from the saved statistics).
     const std::vector<double> bias = channel_values(in.size() > 5 ? in[5] : Tensor(), g.C, 0);
-    args.act_scale.resize(g.C);
-    args.act_shift.resize(g.C);
-    for (int64_t c = 0; c < g.C; ++c) {
-      args.act_scale[c] = args.invstd[c] * args.w[c];
-      args.act_shift[c] = bias[c] - args.mean[c] * args.act_scale[c];
-    }
+    affine_of(args.mean, args.invstd, args.w, bias, args.act_scale, args.act_shift);
   }
   std::vector<double> gw(g.C), gb(g.C);
   if (g.blocked) bn_backward_blocked(g, args, go.data<float>(), x.data<float>(), gx.data<float>(), gw, gb);
