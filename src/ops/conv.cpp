@@ -37,6 +37,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <unordered_map>
 
 #include "core/cpu_features.h"
@@ -829,19 +830,45 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
 }
 Conv2dParams conv2d_params(const Attrs& a) { return conv_params(a); }
 
+namespace {
+// The kind and geometry of a conv2d, conv2d_backward_input or
+// conv2d_backward_weight node from its first two inputs' shapes.
+std::pair<Kind, ConvGeom> conv_op_geometry(OpId op, const Shape& in0, const Shape& in1, const Attrs& attrs) {
+  if (op == OpId::conv2d)
+    return {Kind::Forward,
+            conv_geometry(activation_shape(in0, conv2d_layouts(attrs).src, "conv2d"), in1, attrs, "conv2d")};
+  if (op == OpId::conv2d_backward_input)
+    return {Kind::BackwardData, BackwardOp<Kind::BackwardData>::geometry(in1, attrs)};
+  KILN_CHECK(op == OpId::conv2d_backward_weight, "conv2d geometry: ", op_name(op), " is not a convolution");
+  return {Kind::BackwardWeights, BackwardOp<Kind::BackwardWeights>::geometry(in1, attrs)};
+}
+}  // namespace
+
+bool conv_bf16_runs_float32(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs) {
+  const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
+  const Bf16Path path = bf16_path(kind, g, bias);
+  if (path != Bf16Path::Undecided) return path == Bf16Path::Float32;
+  // Not called yet: its first call's timing, now, on synthetic operands of
+  // the layer's shapes (a dense convolution's speed does not depend on the
+  // values), so a compiled graph knows before it first runs.
+  Shape out;
+  if (kind == Kind::Forward) out = {g.N, g.O, g.OH, g.OW};
+  else if (kind == Kind::BackwardData) out = {g.N, g.C, g.H, g.W};
+  else out = {g.O, g.C / g.groups, g.KH, g.KW};
+  conv_compute(kind, g, cpu::synthetic_operand(in0, DType::BFloat16), cpu::synthetic_operand(in1, DType::BFloat16),
+               bias ? cpu::synthetic_operand({g.O}, DType::BFloat16) : Tensor(),
+               Tensor::empty(out, DType::BFloat16));
+  return bf16_path(kind, g, bias) == Bf16Path::Float32;
+}
+
+void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
+                             bool float32) {
+  const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
+  conv_autotune::record(bf16_key(kind, g, bias), float32 ? "float32" : "bf16");
+}
+
 ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias, DType dtype, const Attrs& attrs) {
-  Kind kind = Kind::Forward;
-  ConvGeom g;
-  if (op == OpId::conv2d) {
-    g = conv_geometry(activation_shape(in0, conv2d_layouts(attrs).src, "conv2d"), in1, attrs, "conv2d");
-  } else if (op == OpId::conv2d_backward_input) {
-    kind = Kind::BackwardData;
-    g = BackwardOp<Kind::BackwardData>::geometry(in1, attrs);
-  } else {
-    KILN_CHECK(op == OpId::conv2d_backward_weight, "describe_conv_run: ", op_name(op), " is not a convolution");
-    kind = Kind::BackwardWeights;
-    g = BackwardOp<Kind::BackwardWeights>::geometry(in1, attrs);
-  }
+  const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
   const FusedActivation act = kind == Kind::Forward ? fused_activation(attrs, "conv2d") : FusedActivation::None;
   const ConvAlgo asked = algorithm_of(attrs);
   ConvRun r;

@@ -14,8 +14,9 @@
 // micro-benchmark, whose winner can lose in the real step (pytorch #148502).
 //
 // The same table keeps the bfloat16-or-float32 choice conv2d times per layer
-// under autocast (ops/conv.cpp, KILN_CONV_BF16=auto), so a warm start on this
-// machine times neither.
+// under autocast (ops/conv.cpp, KILN_CONV_BF16=auto) and matmul per shape
+// (ops/matmul.cpp, KILN_MATMUL_BF16=auto; keys "mm_bf16:..."), so a warm
+// start on this machine times none of them.
 //
 // The table lives in <cache root>/autotune-v1/conv.tsv (core/cache_root.h),
 // one line per choice: "<machine> <kind and shape>\t<choice>". The

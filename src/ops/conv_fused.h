@@ -37,6 +37,23 @@ struct ConvRun {
 };
 ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias, DType dtype, const Attrs& attrs);
 
+// Whether a bfloat16 conv2d, conv2d_backward_input or conv2d_backward_weight
+// node (`in0`, `in1` its first two inputs' shapes) runs in float32 on this
+// CPU as things stand: oneDNN has no bfloat16 kernel for it here, its first
+// call measured float32 faster (or a recorded choice says so), or
+// KILN_CONV_BF16=0. A layer not called yet is timed now, as its first call
+// would time it, on synthetic operands of its shapes (the choice is then
+// recorded, and its first call times nothing). The compiler's
+// float32_regions pass asks it before the graph first runs.
+bool conv_bf16_runs_float32(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs);
+
+// Records a bfloat16 layer's precision choice as its first call would after
+// timing both paths (tests: a choice that does not depend on this CPU's
+// timings). A recorded choice is read before oneDNN is asked for a kernel:
+// record bfloat16 only for a layer that has one here.
+void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
+                             bool float32);
+
 // The Conv2dParams a conv op's attributes spell (stride, padding, dilation, groups).
 Conv2dParams conv2d_params(const Attrs& a);
 

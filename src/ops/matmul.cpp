@@ -15,8 +15,10 @@
 // AVX-512, compute in float32 between casts. Never routed through libblas
 // (Debian's default is the slow reference BLAS).
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -24,9 +26,12 @@
 #include "core/cpu_features.h"
 #include "kiln/ops.h"
 #include "ops/cpu/copy.h"
+#include "ops/conv_autotune.h"
 #include "ops/cpu/loops.h"
+#include "ops/dispatch_mode.h"
 #include "ops/dnnl/dnnl_utils.h"
 #include "ops/matmul_batch.h"
+#include "ops/matmul_precision.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -114,18 +119,76 @@ void dnnl_matmul(const Tensor& a3, const Tensor& b3, const Tensor& c3, memory::d
   onednn::cpu_stream().wait();
 }
 
+// KILN_MATMUL_BF16: "auto" (default) times a bfloat16 product of each shape
+// both ways on its first call, oneDNN's bfloat16 matmul and float32 between
+// casts, and keeps the faster (the tutorial CNN's small linears measured
+// slower in bfloat16 on AVX-512 BF16 without AMX, as some convolutions do);
+// "1" always takes the bfloat16 matmul where it exists, "0" never.
+enum class Bf16Setting { Auto, Always, Never };
+Bf16Setting bf16_matmul_setting() {
+  static const Bf16Setting s = [] {
+    const char* v = std::getenv("KILN_MATMUL_BF16");
+    const std::string t = v ? v : "auto";
+    if (t == "0") return Bf16Setting::Never;
+    if (t == "1") return Bf16Setting::Always;
+    KILN_CHECK(t == "auto" || t.empty(), "KILN_MATMUL_BF16=", t, ": use auto (the faster of bfloat16 and float32 ",
+               "per shape), 1 (always bfloat16) or 0 (never)");
+    return Bf16Setting::Auto;
+  }();
+  return s;
+}
+
 // oneDNN's bfloat16 matmul runs natively on AVX-512 BF16 / AMX and is
 // emulated (slower than float32) on plain AVX-512; below AVX-512 it has none.
-// KILN_MATMUL_BF16=0 computes bfloat16 products in float32 (as before).
 bool bf16_matmul_available() {
   static const bool on = [] {
-    const char* v = std::getenv("KILN_MATMUL_BF16");
     // oneDNN's ISA values are cumulative bit masks: AMX includes AVX-512 BF16.
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    return cpu_has_avx512() && (isa & bf16) == bf16 && !(v != nullptr && std::string(v) == "0");
+    return cpu_has_avx512() && (isa & bf16) == bf16 && bf16_matmul_setting() != Bf16Setting::Never;
   }();
   return on;
+}
+
+// The autotuning table key (ops/conv_autotune.h) of a bfloat16 product's
+// precision choice: its sizes as oneDNN multiplies them (a batched left
+// operand times a 2-D right one folded into one product) and whether each
+// operand is transposed. From shapes and strides alone, so the compiler can
+// ask about a graph's node (matmul_bf16_runs_float32).
+std::string bf16_matmul_key(const Shape& a, const Shape& as, const Shape& b, const Shape& bs) {
+  const size_t da = a.size(), db = b.size();
+  int64_t B = numel_of(broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2),
+                                        "matmul (batch dims)"));
+  int64_t M = a[da - 2];
+  if (db == 2 && da > 2) {
+    M *= B;
+    B = 1;
+  }
+  auto order = [](const Shape& t, const Shape& st) {
+    const size_t d = t.size();
+    return t[d - 2] > 1 && t[d - 1] > 1 && st[d - 2] == 1 ? 't' : 'n';
+  };
+  return "mm_bf16:" + std::to_string(B) + ',' + std::to_string(M) + ',' + std::to_string(a[da - 1]) + ',' +
+         std::to_string(b[db - 1]) + ':' + order(a, as) + order(b, bs);
+}
+
+enum class Bf16Path { Undecided, Bf16, Float32 };
+Bf16Path bf16_matmul_path(const std::string& key) {
+  if (!bf16_matmul_available()) return Bf16Path::Float32;
+  if (bf16_matmul_setting() == Bf16Setting::Always) return Bf16Path::Bf16;
+  if (std::optional<std::string> v = conv_autotune::lookup(key)) {
+    if (*v == "bf16") return Bf16Path::Bf16;
+    if (*v == "float32") return Bf16Path::Float32;
+  }
+  return Bf16Path::Undecided;
+}
+
+// Seconds one call of f takes.
+template <typename F>
+double seconds_of(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // ---- reference (float64, integers): blocked i-k-j loops on contiguous data ----
@@ -193,23 +256,43 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
     dnnl_matmul(dnnl_operand(a3), dnnl_operand(b3), c3);
     return;
   }
-  if (dt == DType::BFloat16 && bf16_matmul_available()) {
-    try {
-      dnnl_matmul(dnnl_operand(a3), dnnl_operand(b3), c3, memory::data_type::bf16);
-      return;
-    } catch (const dnnl::error&) {
-      // No bfloat16 primitive for these strides: the float32 path below.
-    }
-  }
-  if (dt == DType::Float16 || dt == DType::BFloat16) {
+  auto in_float32 = [&] {
     Tensor a32 = Tensor::empty(a3.shape(), DType::Float32), b32 = Tensor::empty(b3.shape(), DType::Float32);
     Tensor c32 = Tensor::empty(c3.shape(), DType::Float32);
     cpu::copy_cast(a3, a32);
     cpu::copy_cast(b3, b32);
     dnnl_matmul(a32, b32, c32);
     cpu::copy_cast(c32, c3);
+  };
+  if (dt == DType::BFloat16 && bf16_matmul_available()) {
+    auto in_bf16 = [&] { dnnl_matmul(dnnl_operand(a3), dnnl_operand(b3), c3, memory::data_type::bf16); };
+    const std::string key = bf16_matmul_key(a.shape(), a.strides(), b.shape(), b.strides());
+    const Bf16Path path = bf16_matmul_path(key);
+    if (path == Bf16Path::Float32) return in_float32();
+    try {
+      in_bf16();  // the chosen path, or the first of the timing runs (oneDNN's setup is not timed)
+    } catch (const dnnl::error&) {
+      // No bfloat16 primitive for these strides: float32, and no timing.
+      if (path == Bf16Path::Undecided) conv_autotune::record(key, "float32");
+      return in_float32();
+    }
+    if (path == Bf16Path::Bf16) return;
+    // First call of this shape: the faster path, best of three interleaved
+    // runs each (small products take microseconds: a burst of load then hits
+    // both alike), in place on the real operands; the chosen path runs last,
+    // so `c` holds its result.
+    in_float32();
+    double t_bf16 = 1e30, t_f32 = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      t_bf16 = std::min(t_bf16, seconds_of(in_bf16));
+      t_f32 = std::min(t_f32, seconds_of(in_float32));
+    }
+    const bool bf16 = t_bf16 <= t_f32;
+    conv_autotune::record(key, bf16 ? "bf16" : "float32");
+    if (bf16) in_bf16();
     return;
   }
+  if (dt == DType::Float16 || dt == DType::BFloat16) return in_float32();
   Tensor ac = a3.contiguous(), bc = b3.contiguous();
   int64_t Bn = c3.shape()[0], Mn = c3.shape()[1];
   visit_dtype(dt, [&]<typename T>() {
@@ -337,6 +420,41 @@ void register_matmul_ops() {
 }
 
 // ---- public functions ----
+bool matmul_bf16_runs_float32(OpId op, const Shape& a, const Shape& as, const Shape& b, const Shape& bs) {
+  KILN_CHECK(op == OpId::matmul || op == OpId::linear, "matmul_bf16_runs_float32: ", op_name(op),
+             " is not a matrix product");
+  KILN_CHECK(a.size() >= 2 && b.size() >= 2 && as.size() == a.size() && bs.size() == b.size(),
+             "matmul_bf16_runs_float32: ", op_name(op), " of ", shape_str(a), " and ", shape_str(b));
+  // linear(x, w) multiplies x by w's transpose (linear_kernel).
+  const bool linear = op == OpId::linear;
+  KILN_CHECK(!linear || b.size() == 2, "matmul_bf16_runs_float32: linear weight ", shape_str(b), " is not 2-D");
+  const Shape rb = linear ? Shape{b[1], b[0]} : b, rbs = linear ? Shape{bs[1], bs[0]} : bs;
+  const std::string key = bf16_matmul_key(a, as, rb, rbs);
+  const Bf16Path path = bf16_matmul_path(key);
+  if (path != Bf16Path::Undecided) return path == Bf16Path::Float32;
+  // Not called yet: its first call's timing, now, on synthetic operands of
+  // these shapes and transposes (a dense product's speed does not depend on
+  // the values), so a compiled graph knows before it first runs.
+  ExcludeModesGuard below_every_mode;  // the views below are no graph's or tape's ops
+  auto operand = [](const Shape& t, const Shape& st) {
+    const size_t d = t.size();
+    if (t[d - 2] > 1 && t[d - 1] > 1 && st[d - 2] == 1) {  // transposed: a transposed contiguous tensor
+      Shape swapped = t;
+      std::swap(swapped[d - 2], swapped[d - 1]);
+      return cpu::synthetic_operand(swapped, DType::BFloat16).transpose(-1, -2);
+    }
+    return cpu::synthetic_operand(t, DType::BFloat16);
+  };
+  const Tensor x = operand(a, as), y = operand(rb, rbs);
+  const MatmulShape s = matmul_shape(x, y);
+  Shape out = s.batch;
+  out.push_back(s.M);
+  out.push_back(s.N);
+  Tensor c = Tensor::empty(out, DType::BFloat16);
+  matmul_kernel(Tensors{x, y}, std::span<Tensor>(&c, 1), Attrs());
+  return bf16_matmul_path(key) == Bf16Path::Float32;
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.defined() && b.defined(), "matmul: operands must be defined tensors");
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ", shape_str(a.shape()),

@@ -13,6 +13,7 @@
 #include "compiler/passes/copy_back_removal.h"
 #include "compiler/passes/cse.h"
 #include "compiler/passes/dead_code.h"
+#include "compiler/passes/float32_regions.h"
 #include "compiler/passes/fold_batch_norm.h"
 #include "compiler/passes/fuse_conv_activation.h"
 #include "compiler/passes/fuse_norm_activation.h"
@@ -66,6 +67,14 @@ std::vector<Pass> default_passes(std::string_view mode) {
 
 std::vector<Pass> execution_passes() {
   return {
+      // A bf16 graph's float32 regions get the float32 graph's peephole
+      // fusions, which default_passes could not apply to bfloat16 values:
+      // eval batch norm folded into its convolution, ReLU/GELU into it.
+      {"float32_regions", [](Graph& g) {
+         if (compute_float32_regions(g) == 0) return;
+         fold_batch_norms(g);
+         fuse_conv_activations(g);
+       }},
       {"fuse_norm_activation", [](Graph& g) { fuse_norm_activations(g); }},
       // nChw16c is oneDNN's float32 block on AVX-512; an AVX2 host computes in
       // nChw8c, where a 16c operand would cost a reorder instead of saving one.

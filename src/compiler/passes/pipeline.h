@@ -34,6 +34,9 @@ void run_passes(Graph& g, const std::vector<Pass>& passes);
 std::vector<Pass> default_passes(std::string_view mode = "default");
 // What runs after default_passes on a graph about to execute and never to be
 // differentiated again (the forms these passes make have no derivative):
+// float32_regions (bfloat16 convolutions and products that run in float32
+// anyway read and write float32 values; where it changed something,
+// fold_batch_norm and fuse_conv_activation again on those values),
 // fuse_norm_activation (ReLU/GELU and their backward into batch norm's),
 // then blocked_layouts (nChw16c values between the convolutions, on AVX-512
 // hosts; it keeps the fused batch norms' layout group).

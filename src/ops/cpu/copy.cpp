@@ -88,4 +88,18 @@ void copy_cast(const Tensor& src, const Tensor& dst) {
   });
 }
 
+Tensor synthetic_operand(const Shape& shape, DType dtype) {
+  Tensor f = Tensor::empty(shape, DType::Float32);
+  float* p = f.data<float>();
+  uint32_t x = 0x9e3779b9u;
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    x = x * 1664525u + 1013904223u;  // Numerical Recipes' LCG: values, not randomness, are what timing needs
+    p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f) - 0.5f;
+  }
+  if (dtype == DType::Float32) return f;
+  Tensor out = Tensor::empty(shape, dtype);
+  copy_cast(f, out);
+  return out;
+}
+
 }  // namespace kiln::cpu

@@ -15,6 +15,13 @@ void copy_cast(const Tensor& src, const Tensor& dst);
 void f32_to_bf16(const float* s, uint16_t* d, int64_t n);
 void bf16_to_f32(const uint16_t* s, float* d, int64_t n);
 
+// A contiguous tensor of `shape` and floating `dtype` holding values in
+// [-0.5, 0.5) from a fixed sequence: operands for timing a kernel before its
+// first call (per-layer precision choices). Not kiln's generator, so timing
+// never moves the user's random stream; never uninitialized memory, whose
+// NaNs or denormals could take slow paths.
+Tensor synthetic_operand(const Shape& shape, DType dtype);
+
 // A scalar attribute (fill value, alpha) as element type T: nonzero is true,
 // 16-bit floats round through float32.
 template <typename T>
