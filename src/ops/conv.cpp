@@ -468,7 +468,7 @@ Bf16Path bf16_path(Kind kind, const ConvGeom& g, bool bias) {
   // float32 layer never runs (most of bf16 airbench's 0.4 s warm start).
   if (bf16_setting() == Bf16Setting::Auto) {
     if (std::optional<std::string> v = conv_autotune::lookup(bf16_key(kind, g, bias))) {
-      if (*v == "bf16") return Bf16Path::Bf16;
+      if (*v == "bf16" || *v == "bf16-alone") return Bf16Path::Bf16;
       if (*v == "float32") return Bf16Path::Float32;
     }
   }
@@ -647,12 +647,27 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   }
   // First call of this kind and shape: the faster of two runs each, in place
   // on the real operands; the chosen path runs last, so `out` holds its result.
+  // A third candidate, the float32 layer on float32 operands without the
+  // casts, is what the layer costs inside a compiled float32 region
+  // (float32_regions): bfloat16 that wins only by saving its own casts is
+  // recorded as "bf16-alone", which that pass runs in float32 where the
+  // layer's neighbours are float32 (it would need the casts the other way).
+  Tensor a32 = as_f32(a), b32 = as_f32(b), bias32 = as_f32(bias), o32 = Tensor::empty(out.shape(), DType::Float32);
+  const bool post_op = runs_as_post_op(DType::BFloat16, DataType::f32, g, bias.defined(), act, algo);
+  auto on_float32_values = [&] {
+    run_dnnl(kind, g, a32, b32, bias32, o32, DataType::f32, post_op ? act : FusedActivation::None, algo);
+  };
   in_bf16();  // first runs: oneDNN's one-time setup (AMX tile permission, scratch) is not timed
   in_float32();
+  on_float32_values();
   const double t_bf16 = std::min(seconds_of(in_bf16), seconds_of(in_bf16));
   const double t_f32 = std::min(seconds_of(in_float32), seconds_of(in_float32));
+  const double t_values = std::min(seconds_of(on_float32_values), seconds_of(on_float32_values));
+  const double casts = std::max(0.0, t_f32 - t_values);
   const Bf16Path chosen = t_bf16 <= t_f32 ? Bf16Path::Bf16 : Bf16Path::Float32;
-  conv_autotune::record(bf16_key(kind, g, bias.defined()), chosen == Bf16Path::Bf16 ? "bf16" : "float32");
+  conv_autotune::record(bf16_key(kind, g, bias.defined()), chosen == Bf16Path::Float32 ? "float32"
+                                                           : t_bf16 + casts <= t_values ? "bf16"
+                                                                                        : "bf16-alone");
   if (chosen == Bf16Path::Bf16) in_bf16();
 }
 
@@ -861,10 +876,18 @@ bool conv_bf16_runs_float32(OpId op, const Shape& in0, const Shape& in1, bool bi
   return bf16_path(kind, g, bias) == Bf16Path::Float32;
 }
 
-void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
-                             bool float32) {
+bool conv_bf16_loses_among_float32(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs) {
+  if (conv_bf16_runs_float32(op, in0, in1, bias, attrs)) return true;  // decides an undecided layer
   const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
-  conv_autotune::record(bf16_key(kind, g, bias), float32 ? "float32" : "bf16");
+  return bf16_setting() == Bf16Setting::Auto && conv_autotune::lookup(bf16_key(kind, g, bias)) == "bf16-alone";
+}
+
+void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
+                             const std::string& choice) {
+  KILN_CHECK(choice == "bf16" || choice == "bf16-alone" || choice == "float32", "record_conv_bf16_choice: ",
+             choice, " is not a choice (bf16, bf16-alone or float32)");
+  const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
+  conv_autotune::record(bf16_key(kind, g, bias), choice);
 }
 
 ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias, DType dtype, const Attrs& attrs) {

@@ -34,7 +34,8 @@
 namespace kiln::conv_autotune {
 
 // The choice recorded for `shape_key` on this machine ("auto" | "direct" for
-// an algorithm, "bf16" | "float32" for a bfloat16 layer's precision), from
+// an algorithm, "bf16" | "bf16-alone" | "float32" for a bfloat16 layer's
+// precision: ops/conv_fused.h), from
 // memory or, on the first lookup of a process, from the on-disk table.
 std::optional<std::string> lookup(const std::string& shape_key);
 // Records a measured choice (one word) in memory and on disk.

@@ -47,12 +47,20 @@ ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias
 // float32_regions pass asks it before the graph first runs.
 bool conv_bf16_runs_float32(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs);
 
+// Whether a bfloat16 layer should compute in float32 where its operands are
+// float32 values already (a compiled float32 region): it runs in float32
+// anyway, or bfloat16 won its timing only by saving the casts of its
+// operands and result, which inside such a region it would need instead.
+// Decides an undecided layer as conv_bf16_runs_float32 does.
+bool conv_bf16_loses_among_float32(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs);
+
 // Records a bfloat16 layer's precision choice as its first call would after
 // timing both paths (tests: a choice that does not depend on this CPU's
 // timings). A recorded choice is read before oneDNN is asked for a kernel:
 // record bfloat16 only for a layer that has one here.
+// `choice`: "bf16", "bf16-alone" (bfloat16 among bfloat16 neighbours only) or "float32".
 void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
-                             bool float32);
+                             const std::string& choice);
 
 // The Conv2dParams a conv op's attributes spell (stride, padding, dilation, groups).
 Conv2dParams conv2d_params(const Attrs& a);

@@ -33,8 +33,8 @@ Attrs conv_attrs(const char* activation) {
   return testing::conv2d_attrs(1).set("activation", std::string(activation));
 }
 // What the layer's first call would have decided: bfloat16 or float32.
-void choose(const Shape& x, const Shape& w, const char* activation, bool float32) {
-  record_conv_bf16_choice(OpId::conv2d, x, w, /*bias=*/true, conv_attrs(activation), float32);
+void choose(const Shape& x, const Shape& w, const char* activation, const char* choice) {
+  record_conv_bf16_choice(OpId::conv2d, x, w, /*bias=*/true, conv_attrs(activation), choice);
 }
 
 // Autocast's forward of conv(bias) -> ReLU -> max-pool: float32 sources cast
@@ -57,7 +57,7 @@ struct ConvPool {
 
 TEST(Float32Regions, AConvolutionThatRunsFloat32ReadsItsFloat32Sources) {
   ScopedCacheDir cache;
-  choose(kX, kW, "relu", /*float32=*/true);
+  choose(kX, kW, "relu", "float32");
   ConvPool c;
   Graph before = c.b.g;
   EXPECT_EQ(compute_float32_regions(c.b.g), 2);  // the convolution and the pool
@@ -82,7 +82,7 @@ TEST(Float32Regions, AConvolutionThatRunsFloat32ReadsItsFloat32Sources) {
 
 TEST(Float32Regions, LeavesAloneALayerThatRunsBfloat16) {
   ScopedCacheDir cache;
-  choose(kX, kW, "relu", /*float32=*/false);
+  choose(kX, kW, "relu", "bf16");
   ConvPool c;
   const Node& conv = c.b.g.producer(c.b.g.outputs[1]);
   ASSERT_EQ(conv.op, OpId::conv2d);
@@ -96,11 +96,33 @@ TEST(Float32Regions, LeavesAloneALayerThatRunsBfloat16) {
   }
 }
 
+// A layer whose bfloat16 kernel won its timing only by saving its own casts
+// ("bf16-alone") computes in float32 where its operands are float32 values
+// (here casts of float32 inputs), and stays bfloat16 where one is not (a
+// bfloat16 input: float32 would need a cast up).
+TEST(Float32Regions, ALayerThatWinsOnlyByItsCastsJoinsAFloat32Region) {
+  ScopedCacheDir cache;
+  choose(kX, kW, "relu", "bf16-alone");
+  ConvPool c;
+  EXPECT_EQ(compute_float32_regions(c.b.g), 2);  // as for a float32 layer
+  EXPECT_EQ(c.b.g.type(c.b.g.producer(c.b.g.outputs[0]).inputs[0]).dtype, DType::Float32);
+
+  manual_seed(8);
+  GraphBuilder b;
+  ValueId x = b.input(randn(kX).to(DType::BFloat16)), w = b.input(randn(kW));
+  ValueId bias = b.input(randn({8}));
+  ValueId wb = b.op(OpId::cast, {w}, to(DType::BFloat16)), bb = b.op(OpId::cast, {bias}, to(DType::BFloat16));
+  b.output(b.op(OpId::conv2d, {x, wb, bb}, conv_attrs("relu")));
+  const std::string before = print(b.g);
+  compute_float32_regions(b.g);
+  EXPECT_EQ(print(b.g), before);
+}
+
 // A float32 source written in place after its cast (an optimizer update)
 // is not what the cast read: the convolution casts the bfloat16 value up.
 TEST(Float32Regions, ASourceWrittenInPlaceAfterItsCastIsNotReadAgain) {
   ScopedCacheDir cache;
-  choose(kX, kW, "relu", /*float32=*/true);
+  choose(kX, kW, "relu", "float32");
   manual_seed(4);
   GraphBuilder b;
   ValueId x = b.input(randn(kX)), w = b.input(randn(kW)), bias = b.input(randn({8}));
@@ -132,7 +154,7 @@ TEST(Float32Regions, ASourceWrittenInPlaceAfterItsCastIsNotReadAgain) {
 TEST(Float32Regions, AGeluWhosePostOpCostsTheAlgorithmRunsApart) {
   ScopedCacheDir cache;
   const Shape x{2, 16, 12, 12}, w{16, 16, 3, 3};
-  choose(x, w, "gelu", /*float32=*/true);
+  choose(x, w, "gelu", "float32");
   manual_seed(5);
   GraphBuilder b;
   ValueId xi = b.input(randn(x)), wi = b.input(randn(w).mul(0.1)), bi = b.input(randn({16}));

@@ -109,13 +109,18 @@ Attrs without(const Attrs& a, std::string_view name) {
 class Widener {
  public:
   Widener(const Graph& g, Graph& out)
-      : g_(g), rb_(g, out), mutated_(mutated_storage(g)), writes_(g), wide_(g.values.size()) {}
+      : g_(g),
+        rb_(g, out),
+        mutated_(mutated_storage(g)),
+        writes_(g),
+        wide_(g.values.size()),
+        cast_up_(g.values.size(), kNoValue) {}
 
   int run() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       at_ = static_cast<int>(i);
-      if (float32_product(g_, n)) {
+      if (float32_product(g_, n) || loses_among_float32(n)) {
         product(n);
       } else if (plain_op(n) && n.op == OpId::cast) {
         cast(n);
@@ -133,10 +138,14 @@ class Widener {
     return w.value != kNoValue && (w.root == kNoValue || !writes_.between(w.root, w.since, at_));
   }
   // The float32 value of bfloat16 `v` at the current node: its counterpart,
-  // or `v` cast up (what the bfloat16 op did inside on every call).
+  // or `v` cast up (what the bfloat16 op did inside on every call), once
+  // for all the float32 readers of a value never written in place.
   ValueId float32_of(ValueId v) {
     if (available(v)) return wide_[static_cast<size_t>(v)].value;
-    return rb_.op(OpId::cast, {rb_.mapped(v)}, Attrs().set("dtype", DType::Float32));
+    const size_t i = static_cast<size_t>(v);
+    if (cast_up_[i] != kNoValue && !mutated_[i]) return cast_up_[i];
+    cast_up_[i] = rb_.op(OpId::cast, {rb_.mapped(v)}, Attrs().set("dtype", DType::Float32));
+    return cast_up_[i];
   }
   // `old` (bfloat16) is now float32 value `f`, rounded for its readers.
   void round(ValueId old, ValueId f) {
@@ -166,10 +175,23 @@ class Widener {
     ++widened_;
   }
 
-  // An op of follows_operands whose bfloat16 operands all have float32
-  // counterparts here (its other floating operands float32 already: batch
-  // norm's parameters and statistics), and whose bfloat16 outputs are never
-  // written in place.
+  // A bfloat16 convolution whose operands are all float32 values here and
+  // whose bfloat16 kernel won its timing only by saving the casts it would
+  // need here the other way (conv_bf16_loses_among_float32).
+  bool loses_among_float32(const Node& n) const {
+    if (!plain_op(n) || has_layout_attr(n) || !is_convolution(n.op) || !bf16_cpu(g_.type(n.outputs[0])))
+      return false;
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && (!bf16_cpu(g_.type(v)) || !available(v))) return false;
+    return conv_bf16_loses_among_float32(n.op, g_.type(n.inputs[0]).shape, g_.type(n.inputs[1]).shape, has_bias(n),
+                                         n.attrs);
+  }
+
+  // An op of follows_operands with a bfloat16 operand that has a float32
+  // counterpart here (its other bfloat16 operands are cast up: a residual
+  // add of a bfloat16 branch keeps the float32 stream float32; its other
+  // floating operands are float32 already: batch norm's parameters and
+  // statistics), and whose bfloat16 outputs are never written in place.
   bool follows(const Node& n) const {
     if (!plain_op(n) || has_layout_attr(n) || !follows_operands(n.op)) return false;
     bool any = false;
@@ -178,8 +200,8 @@ class Widener {
       const ValueType& t = g_.type(v);
       if (t.device != Device::cpu()) return false;
       if (t.dtype == DType::Float32) continue;
-      if (t.dtype != DType::BFloat16 || !available(v)) return false;
-      any = true;
+      if (t.dtype != DType::BFloat16) return false;
+      any = any || available(v);
     }
     for (ValueId o : n.outputs) {
       const ValueType& t = g_.type(o);
@@ -236,6 +258,7 @@ class Widener {
   std::vector<bool> mutated_;
   Writes writes_;
   std::vector<Wide> wide_;
+  std::vector<ValueId> cast_up_;  // per bfloat16 value without a counterpart: its cast up, once made
   int at_ = 0;
   int widened_ = 0;
 };
@@ -244,7 +267,14 @@ class Widener {
 
 int compute_float32_regions(Graph& g) {
   bool any = false;
-  for (const Node& n : g.nodes) any = any || float32_product(g, n);
+  // A region starts at a layer that runs float32 anyway, or at one whose
+  // bfloat16 only saves casts and whose operands are casts of float32 values.
+  for (const Node& n : g.nodes)
+    any = any || float32_product(g, n) ||
+          (plain_op(n) && is_convolution(n.op) && bf16_cpu(g.type(n.outputs[0])) &&
+           bf16_cpu(g.type(n.inputs[0])) && bf16_cpu(g.type(n.inputs[1])) &&
+           conv_bf16_loses_among_float32(n.op, g.type(n.inputs[0]).shape, g.type(n.inputs[1]).shape, has_bias(n),
+                                         n.attrs));
   if (!any) return 0;
   Graph out;
   int widened = 0;

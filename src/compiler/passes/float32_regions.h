@@ -14,15 +14,17 @@
 // Guarantees: a CPU conv2d, conv2d_backward_input, conv2d_backward_weight,
 // linear or matmul with bfloat16 operands and output, no layout attributes,
 // that runs in float32 on this CPU (conv_bf16_runs_float32,
-// matmul_bf16_runs_float32: a shape not seen yet is timed now) becomes the
-// float32 op on float32 operands: an operand that is cast(s) of a float32 s
+// matmul_bf16_runs_float32: a shape not seen yet is timed now), or a
+// convolution whose bfloat16 kernel won its timing only by saving its own
+// casts and whose operands are all float32 values here
+// (conv_bf16_loses_among_float32), becomes the float32 op on float32 operands: an operand that is cast(s) of a float32 s
 // (s not written in place between the cast and this op), or that this pass
 // computed in float32, is read as that float32 value; any other is cast up.
 // Its output is rounded to bfloat16 for the readers that need bfloat16. A
 // relu, gelu, their backward, max_pool2d, max_pool2d_backward, view,
-// reshape, sum, add, batch_norm or batch_norm_backward whose bfloat16
-// operands all have float32 values (its other floating operands float32)
-// runs on them (max-pool's values round to the same bfloat16, rounding being
+// reshape, sum, add, batch_norm or batch_norm_backward with a bfloat16
+// operand that has a float32 value (its other bfloat16 operands cast up,
+// once per value; its other floating operands float32) runs on them (max-pool's values round to the same bfloat16, rounding being
 // monotone; its indices may pick another of equal bfloat16 values), so
 // fuse_norm_activation and blocked_layouts see float32 values there. A cast of such a
 // value up to float32 reads the float32 value. A fused activation whose
