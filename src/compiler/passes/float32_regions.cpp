@@ -32,18 +32,33 @@ bool is_convolution(OpId op) {
   return op == OpId::conv2d || op == OpId::conv2d_backward_input || op == OpId::conv2d_backward_weight;
 }
 
-// A bfloat16 convolution or matrix product this CPU runs in float32 anyway.
-bool float32_product(const Graph& g, const Node& n) {
+// A CPU convolution or matrix product with bfloat16 operands and output and
+// no layout attributes: a layer whose precision the ops chose per shape.
+bool bf16_layer(const Graph& g, const Node& n) {
   if (!plain_op(n) || has_layout_attr(n)) return false;
-  const bool conv = is_convolution(n.op);
-  if (!conv && n.op != OpId::matmul && n.op != OpId::linear) return false;
+  if (!is_convolution(n.op) && n.op != OpId::matmul && n.op != OpId::linear) return false;
   if (!bf16_cpu(g.type(n.outputs[0]))) return false;
   for (ValueId v : n.inputs)
     if (v != kNoValue && !bf16_cpu(g.type(v))) return false;
+  return true;
+}
+
+// A bfloat16 layer this CPU runs in float32 anyway.
+bool float32_product(const Graph& g, const Node& n) {
+  if (!bf16_layer(g, n)) return false;
   const ValueType& a = g.type(n.inputs[0]);
   const ValueType& b = g.type(n.inputs[1]);
-  if (conv) return conv_bf16_runs_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs);
+  if (is_convolution(n.op)) return conv_bf16_runs_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs);
   return matmul_bf16_runs_float32(n.op, a.shape, a.strides, b.shape, b.strides);
+}
+
+// A bfloat16 convolution whose bfloat16 kernel won its timing only by saving
+// the casts it would need the other way among float32 neighbours
+// (conv_bf16_loses_among_float32).
+bool bf16_only_by_its_casts(const Graph& g, const Node& n) {
+  return bf16_layer(g, n) && is_convolution(n.op) &&
+         conv_bf16_loses_among_float32(n.op, g.type(n.inputs[0]).shape, g.type(n.inputs[1]).shape, has_bias(n),
+                                       n.attrs);
 }
 
 // Ops that compute in whatever floating dtype their operands have and cost
@@ -175,16 +190,13 @@ class Widener {
     ++widened_;
   }
 
-  // A bfloat16 convolution whose operands are all float32 values here and
-  // whose bfloat16 kernel won its timing only by saving the casts it would
-  // need here the other way (conv_bf16_loses_among_float32).
+  // A bf16_only_by_its_casts convolution whose operands are all float32
+  // values here.
   bool loses_among_float32(const Node& n) const {
-    if (!plain_op(n) || has_layout_attr(n) || !is_convolution(n.op) || !bf16_cpu(g_.type(n.outputs[0])))
-      return false;
+    if (!bf16_only_by_its_casts(g_, n)) return false;
     for (ValueId v : n.inputs)
-      if (v != kNoValue && (!bf16_cpu(g_.type(v)) || !available(v))) return false;
-    return conv_bf16_loses_among_float32(n.op, g_.type(n.inputs[0]).shape, g_.type(n.inputs[1]).shape, has_bias(n),
-                                         n.attrs);
+      if (v != kNoValue && !available(v)) return false;
+    return true;
   }
 
   // An op of follows_operands with a bfloat16 operand that has a float32
@@ -266,15 +278,10 @@ class Widener {
 }  // namespace
 
 int compute_float32_regions(Graph& g) {
-  bool any = false;
   // A region starts at a layer that runs float32 anyway, or at one whose
-  // bfloat16 only saves casts and whose operands are casts of float32 values.
-  for (const Node& n : g.nodes)
-    any = any || float32_product(g, n) ||
-          (plain_op(n) && is_convolution(n.op) && bf16_cpu(g.type(n.outputs[0])) &&
-           bf16_cpu(g.type(n.inputs[0])) && bf16_cpu(g.type(n.inputs[1])) &&
-           conv_bf16_loses_among_float32(n.op, g.type(n.inputs[0]).shape, g.type(n.inputs[1]).shape, has_bias(n),
-                                         n.attrs));
+  // bfloat16 only saves casts (when its operands turn out to be float32).
+  bool any = false;
+  for (const Node& n : g.nodes) any = any || float32_product(g, n) || bf16_only_by_its_casts(g, n);
   if (!any) return 0;
   Graph out;
   int widened = 0;
