@@ -217,6 +217,22 @@ auto with_algorithm(ConvAlgo algo, F&& build) {
   }
 }
 
+// oneDNN's `auto` takes Winograd for every 3x3 float32 layer, but a layer
+// with few input channels pads them to a 16-channel block and pays the input
+// and output transforms for a tiny product: its forward is 1.5-4x slower
+// than direct up to 16 input channels, its weight gradient up to 4 (a stem
+// of 1 or 3 channels, 64 out, 32x32, batch 128, 2 threads: forward 12.6-14.3
+// against 3.2-3.7 ms, weight gradient 8.0-9.4 against 2.1-3.6; at 8 channels
+// the weight gradient already favours Winograd, and at 24 both do;
+// docs/results.md, "small-channel stems"). So `auto` means direct there; the
+// data gradient keeps oneDNN's choice (it was a wash at every width).
+ConvAlgo small_input_algorithm(Kind kind, const ConvGeom& g, ConvAlgo algo) {
+  if (algo != ConvAlgo::Auto) return algo;
+  const int64_t c = g.C / g.groups;
+  if ((kind == Kind::Forward && c <= 16) || (kind == Kind::BackwardWeights && c <= 4)) return ConvAlgo::Direct;
+  return algo;
+}
+
 struct ConvEntry {
   Kind kind;
   dnnl::primitive prim;
@@ -256,6 +272,7 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, ConvAlgo algo,
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
                                      FusedActivation act = FusedActivation::None, ConvAlgo algo = ConvAlgo::Auto,
                                      BlockedSides blocked = {}) {
+  algo = small_input_algorithm(kind, g, algo);
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
                            bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act),
