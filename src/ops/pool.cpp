@@ -355,7 +355,12 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
     for (int64_t b = b0; b < b1; ++b) {
       const float* xb = xp + b * in_block;
       // 2x2 stride 2 (airbench's pools): the four window positions unrolled,
-      // in the general loop's order (top-left, top-right, bottom-left, bottom-right).
+      // in the general loop's order (top-left, top-right, bottom-left,
+      // bottom-right). A blocked output is stored where it goes, indices
+      // widened to int64 on the way (through the tile they cost a copy of y
+      // and a scalar widening loop: 10-20% of the kernel).
+      float* yd = blocked_out ? yp + b * L * out_plane : tm.data();
+      int64_t* id = blocked_out && idx ? idx + b * L * out_plane : nullptr;
       for (int64_t oh = 0; two_by_two && oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const int64_t c = 2 * oh * g.W + 2 * ow;
@@ -372,15 +377,22 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
             m = _mm256_blendv_ps(m, v2, s2);
             __m256 s3 = replaces_max(v3, m);
             m = _mm256_blendv_ps(m, v3, s3);
-            _mm256_storeu_ps(tm.data() + o + 8 * half, m);
+            _mm256_storeu_ps(yd + o + 8 * half, m);
             if (!idx) continue;
             __m256i k = _mm256_set1_epi32(static_cast<int>(c));
             k = pick_index(k, _mm256_set1_epi32(static_cast<int>(c + 1)), s1);
             k = pick_index(k, _mm256_set1_epi32(static_cast<int>(c + g.W)), s2);
             k = pick_index(k, _mm256_set1_epi32(static_cast<int>(c + g.W + 1)), s3);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk.data() + o + 8 * half), k);
+            if (id) {
+              auto* dst = reinterpret_cast<__m256i*>(id + o + 8 * half);
+              _mm256_storeu_si256(dst, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)));
+              _mm256_storeu_si256(dst + 1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)));
+            } else {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk.data() + o + 8 * half), k);
+            }
           }
         }
+      if (two_by_two && blocked_out) continue;
       for (int64_t oh = 0; !two_by_two && oh < g.OH; ++oh) {
         int64_t hs = oh * g.sh - g.ph;
         const int64_t he = std::min(hs + (g.kh - 1) * g.dh + 1, g.H);
@@ -557,6 +569,47 @@ void scatter_plane(const T* src, const int64_t* id, int64_t n, T* dst, int64_t s
   }
 }
 
+// One nChw16c block of max_pool2d_backward where every index lies in its
+// output's 2x2 cell (output (oh, ow) -> the input pixels at rows 2 oh, 2 oh + 1
+// and columns 2 ow, 2 ow + 1), as a 2x2 stride 2 pool writes them (airbench's
+// pools): the cells are disjoint, so each input pixel takes the gradient of at
+// most its own cell's output and the block is written once, by comparing each
+// lane's index with the cell's four positions (no zero fill, then no scatter:
+// the scalar scatter ran 10% behind the NCHW kernel). Pixels outside every
+// cell are zeroed. False, with the block part written, when an index is not in
+// its cell (another pool, or indices not from max_pool2d): the caller scatters.
+bool max_pool_bwd_block_2x2(const PoolGeom& g, const float* gb, const int64_t* ib, float* db) {
+  constexpr int64_t L = kChannelBlock;
+  // The low 32 bits of 8 int64 indices (all < 2^31: checked by the caller).
+  const __m256i narrow = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  auto low_halves = [&](const int64_t* p) {
+    const __m256i a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), narrow);
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4)), narrow);
+    return _mm256_permute2x128_si256(a, b, 0x20);
+  };
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const int64_t c = 2 * oh * g.W + 2 * ow, o = (oh * g.OW + ow) * L;
+      const int64_t pos[4] = {c, c + 1, c + g.W, c + g.W + 1};
+      for (int half = 0; half < 2; ++half) {
+        const __m256i k = low_halves(ib + o + 8 * half);
+        const __m256 gv = _mm256_loadu_ps(gb + o + 8 * half);
+        __m256i hit = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+          const __m256i m = _mm256_cmpeq_epi32(k, _mm256_set1_epi32(static_cast<int>(pos[p])));
+          hit = _mm256_or_si256(hit, m);
+          _mm256_storeu_ps(db + pos[p] * L + 8 * half, _mm256_and_ps(_mm256_castsi256_ps(m), gv));
+        }
+        if (_mm256_movemask_ps(_mm256_castsi256_ps(hit)) != 0xff) return false;
+      }
+    }
+  // The last row and column when H or W is odd.
+  for (int64_t h = 0; h < g.H; ++h)
+    for (int64_t w = h < 2 * g.OH ? 2 * g.OW : 0; w < g.W; ++w)
+      std::memset(static_cast<void*>(db + (h * g.W + w) * L), 0, sizeof(float) * L);
+  return true;
+}
+
 void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Shape& xs = a.ints("input_shape");
   Tensor idx = in[1].contiguous();
@@ -572,9 +625,16 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     float* dp = out[0].data<float>();
     const int64_t in_block = in_plane * L;
     const bool blocked_go = max_pool_bwd_blocked_grad_out(a);
+    // The op knows no window, only indices: output (oh, ow) is tried on the
+    // 2x2 cell at (2 oh, 2 ow), which is its window for 2x2 stride 2 pools;
+    // max_pool_bwd_block_2x2 checks every index against its cell.
+    PoolGeom pg{};
+    pg.H = xs[2], pg.W = xs[3], pg.OH = idx.shape()[2], pg.OW = idx.shape()[3];
+    const bool two_by_two = blocked_go && 2 * pg.OH <= pg.H && 2 * pg.OW <= pg.W && in_plane < (int64_t{1} << 31);
     cpu::parallel_for(xs[0] * xs[1] / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         float* db = dp + b * in_block;
+        if (two_by_two && max_pool_bwd_block_2x2(pg, gp + b * L * out_plane, ip + b * L * out_plane, db)) continue;
         std::memset(static_cast<void*>(db), 0, sizeof(float) * in_block);
         if (blocked_go) {
           // Lane l of each grad_out pixel into lane l of its input pixel.

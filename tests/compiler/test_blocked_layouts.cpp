@@ -105,8 +105,19 @@ TEST(BlockedLayoutOps, MaxPoolTakesAPermutedViewToo) {
 TEST(BlockedLayoutOps, MaxPoolBackwardMatchesThePlainOneBlocked) {
   // Overlapping windows (3x3 stride 1) make several grad_out values land on
   // one input element: they must add up in the same order.
-  for (const Attrs& a : {pool_attrs(2, 2, 0, 1, false), pool_attrs(3, 1, 1, 1, false)}) {
-    Tensor x = ties_and_nans({2, 32, 8, 8}, 7);
+  // 2x2 stride 2 (written window by window when grad_out is blocked too) on
+  // even planes, odd ones (the last row and column take no gradient) and in
+  // ceil_mode (windows hang over: the scatter).
+  struct Case {
+    Attrs attrs;
+    Shape shape;
+  };
+  for (const Case& c : {Case{pool_attrs(2, 2, 0, 1, false), {2, 32, 8, 8}}, Case{pool_attrs(3, 1, 1, 1, false), {2, 32, 8, 8}},
+                        Case{pool_attrs(2, 2, 0, 1, false), {1, 16, 9, 11}},
+                        Case{pool_attrs(2, 2, 0, 1, true), {1, 16, 9, 11}}}) {
+    SCOPED_TRACE(shape_str(c.shape));
+    const Attrs& a = c.attrs;
+    Tensor x = ties_and_nans(c.shape, 7);
     Tensors y = dispatch(OpId::max_pool2d, {x}, a);
     manual_seed(8);
     Tensor go = randn(y[0].shape());
@@ -119,6 +130,23 @@ TEST(BlockedLayoutOps, MaxPoolBackwardMatchesThePlainOneBlocked) {
                             blocked(blocked(b, "grad_input_layout"), "grad_output_layout"))[0];
     expect_bitwise(got_b, to_blocked(want), "grad_input from blocked grad_out");
   }
+}
+
+TEST(BlockedLayoutOps, MaxPoolBackwardTakesIndicesOutsideTheirWindow) {
+  // Indices are user data: one that points into another window (not what
+  // max_pool2d writes) still lands where it points, as in the NCHW kernel.
+  Tensor x = ties_and_nans({1, 16, 4, 4}, 9);
+  Tensors y = dispatch(OpId::max_pool2d, {x}, pool_attrs(2, 2, 0, 1, false));
+  Tensor idx = y[1].clone();
+  idx.data<int64_t>()[5] = 0;  // channel 1's first window position, not its own window's
+  idx.data<int64_t>()[3] = 15;  // channel 0's last output, pointing at the plane's last pixel (its own window)
+  manual_seed(10);
+  Tensor go = randn(y[0].shape());
+  Attrs b = pool_attrs(2, 2, 0, 1, false).set("input_shape", x.shape());
+  Tensor want = dispatch(OpId::max_pool2d_backward, {go, idx}, b)[0];
+  Tensor got = dispatch(OpId::max_pool2d_backward, {to_blocked(go), to_blocked(idx)},
+                        blocked(blocked(b, "grad_input_layout"), "grad_output_layout"))[0];
+  expect_bitwise(got, to_blocked(want), "grad_input");
 }
 
 TEST(BlockedLayoutOps, BatchNormMatchesThePlainOneBlocked) {
