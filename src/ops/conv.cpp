@@ -22,6 +22,12 @@
 // post-op would cost oneDNN its Winograd kernel: conv2d_post_op_pays). nn::fuse_modules (kiln/fusion.h) sets it;
 // the derivative recomputes the pre-activation output.
 //
+// conv2d takes an optional fourth input, a residual of the output's shape,
+// dtype and layout: act(conv2d(x, w, b) + residual) (the compiler's
+// fuse_conv_residual: ResNet's block tails once eval batch norms fold into
+// their convolutions). float32 adds it with oneDNN's sum post-op, into the
+// residual's own storage when nothing else holds it (conv2d_with_residual).
+//
 // All three ops take an optional attribute `algorithm` for float32:
 // "auto" (the default: oneDNN's convolution_auto, Winograd where it has it),
 // "direct", or "tuned": the faster of the two for this kind and shape on this
@@ -184,8 +190,11 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
+// sum: dst += the convolution before the activation (oneDNN's sum post-op;
+// dst holds the residual when the primitive runs).
 dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bias, DataType dt,
-                                                     dnnl::algorithm alg, FusedActivation act = FusedActivation::None) {
+                                                     dnnl::algorithm alg, FusedActivation act = FusedActivation::None,
+                                                     bool sum = false) {
   using cf = dnnl::convolution_forward;
   auto pk = dnnl::prop_kind::forward_training;
   cf::desc desc = bias ? cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt),
@@ -194,11 +203,14 @@ dnnl::convolution_forward::primitive_desc make_fwd_pd(const DnnlDims& d, bool bi
                        : cf::desc(pk, alg, any_md(d.src, dt), any_md(d.wei, dt), any_md(d.dst, dt), d.strides,
                                   d.dilates, d.pad_l, d.pad_r);
   dnnl::primitive_attr attr = user_scratchpad_attr();
-  if (act != FusedActivation::None) {
+  if (act != FusedActivation::None || sum) {
     dnnl::post_ops ops;
-    ops.append_eltwise(1.0f,
-                       act == FusedActivation::Relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
-                       0.0f, 0.0f);
+    if (sum) ops.append_sum(1.0f);
+    if (act != FusedActivation::None)
+      ops.append_eltwise(1.0f,
+                         act == FusedActivation::Relu ? dnnl::algorithm::eltwise_relu
+                                                      : dnnl::algorithm::eltwise_gelu_erf,
+                         0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   return cf::primitive_desc(desc, attr, onednn::cpu_engine());
@@ -242,6 +254,7 @@ struct ConvEntry {
   memory::desc a_md, b_md, c_md;
   memory::desc a_user, b_user, c_user;
   onednn::Reorder a_in, b_in, c_out;
+  onednn::Reorder c_in;  // a forward with a sum post-op: the residual into the primitive's dst layout
   std::string impl;
 };
 
@@ -269,14 +282,15 @@ void build_backward(ConvEntry& e, const DnnlDims& d, DataType dt, ConvAlgo algo,
 // get_entry before anything is cached.
 // algo is Auto or Direct (Tuned is resolved before).
 // blocked: which activations are nChw16c tensors (ops/blocked_layout.h), not NCHW.
+// sum (forward only): a sum post-op before the activation (make_fwd_pd).
 std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, DataType dt,
                                      FusedActivation act = FusedActivation::None, ConvAlgo algo = ConvAlgo::Auto,
-                                     BlockedSides blocked = {}) {
+                                     BlockedSides blocked = {}, bool sum = false) {
   algo = small_input_algorithm(kind, g, algo);
   onednn::PrimitiveKey key{static_cast<int64_t>(kind) + 100,
                            g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups,
                            bias ? 1 : 0, static_cast<int64_t>(dt), static_cast<int64_t>(act),
-                           static_cast<int64_t>(algo), (blocked.src ? 2 : 0) + (blocked.dst ? 1 : 0)};
+                           static_cast<int64_t>(algo), (blocked.src ? 2 : 0) + (blocked.dst ? 1 : 0) + (sum ? 4 : 0)};
   return onednn::cached<ConvEntry>(key, [&]() {
     auto e = std::make_shared<ConvEntry>();
     e->kind = kind;
@@ -287,8 +301,8 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
     memory::desc wei_user = plain_md(d.wei, d.wei_tag, dt);
     auto fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg); });
     if (kind == Kind::Forward) {
-      if (act != FusedActivation::None)
-        fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act); });
+      if (act != FusedActivation::None || sum)
+        fwd = with_algorithm(algo, [&](dnnl::algorithm alg) { return make_fwd_pd(d, bias, dt, alg, act, sum); });
       e->prim = dnnl::convolution_forward(fwd);
       e->scratch_md = fwd.scratchpad_desc();
       e->a_md = fwd.src_desc(), e->b_md = fwd.weights_desc(), e->c_md = fwd.dst_desc();
@@ -304,17 +318,19 @@ std::shared_ptr<ConvEntry> get_entry(Kind kind, const ConvGeom& g, bool bias, Da
     e->a_in = onednn::Reorder::make(e->a_user, e->a_md);
     e->b_in = onednn::Reorder::make(e->b_user, e->b_md);
     e->c_out = onednn::Reorder::make(e->c_md, e->c_user);
+    if (sum) e->c_in = onednn::Reorder::make(e->c_user, e->c_md);
     return e;
   });
 }
 
 // Runs one cached primitive: a and b are the two inputs (contiguous, user
 // layouts, of data type dt), c the contiguous output of that type; blocked as
-// for get_entry.
+// for get_entry. sum (forward): c holds the residual, which the convolution
+// adds before the activation.
 void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
               DataType dt = DataType::f32, FusedActivation act = FusedActivation::None, ConvAlgo algo = ConvAlgo::Auto,
-              BlockedSides blocked = {}) {
-  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo, blocked);
+              BlockedSides blocked = {}, bool sum = false) {
+  std::shared_ptr<ConvEntry> e = get_entry(kind, g, bias.defined(), dt, act, algo, blocked, sum);
   Tensor a_buf, b_buf, c_buf, scratch_buf;
   memory a_user = onednn::wrap(e->a_user, a), b_user = onednn::wrap(e->b_user, b);
   memory c_user = onednn::wrap(e->c_user, c);
@@ -327,7 +343,10 @@ void run_dnnl(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b, co
     bm = onednn::make_buffer(e->b_md, b_buf);
     e->b_in.run(b_user, bm);
   }
-  if (e->c_out.needed) cm = onednn::make_buffer(e->c_md, c_buf);
+  if (e->c_out.needed) {
+    cm = onednn::make_buffer(e->c_md, c_buf);
+    if (sum) e->c_in.run(c_user, cm);  // the residual the sum post-op adds
+  }
   memory scratch = onednn::make_buffer(e->scratch_md, scratch_buf);
   std::unordered_map<int, memory> args{{DNNL_ARG_SCRATCHPAD, scratch}};
   switch (kind) {
@@ -527,11 +546,17 @@ void apply_activation(FusedActivation act, const Tensor& out) {
 // post-op but not GELU's erf, and the direct kernel it falls back to is 2-2.5x
 // slower on 3x3 layers (airbench's 7x7 maps: 35 ms against 15 ms), far more
 // than the activation pass the post-op saves. Cached with the primitives.
+bool is_winograd(const std::string& impl) { return impl.find("wino") != std::string::npos; }
 bool post_op_keeps_algorithm(const ConvGeom& g, bool bias, FusedActivation act, ConvAlgo algo = ConvAlgo::Auto) {
   if (act == FusedActivation::None) return true;
-  auto winograd = [](const std::string& impl) { return impl.find("wino") != std::string::npos; };
-  return winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act, algo)->impl) ||
-         !winograd(get_entry(Kind::Forward, g, bias, DataType::f32, FusedActivation::None, algo)->impl);
+  return is_winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act, algo)->impl) ||
+         !is_winograd(get_entry(Kind::Forward, g, bias, DataType::f32, FusedActivation::None, algo)->impl);
+}
+// The same for a sum post-op (a residual) before `act`: Winograd takes sum,
+// then ReLU; not GELU.
+bool residual_post_op_keeps_algorithm(const ConvGeom& g, bool bias, FusedActivation act, ConvAlgo algo) {
+  return is_winograd(get_entry(Kind::Forward, g, bias, DataType::f32, act, algo, {}, true)->impl) ||
+         !is_winograd(get_entry(Kind::Forward, g, bias, DataType::f32, FusedActivation::None, algo)->impl);
 }
 
 // Whether a convolution of `dtype` tensors whose primitive runs in `run_dt`
@@ -699,6 +724,8 @@ Shape activation_shape(const Shape& s, bool blocked, const char* op) {
   return blocked ? nchw_of_blocked(s, op) : s;
 }
 
+bool has_residual(TensorSpan in) { return in.size() > 3 && in[3].defined(); }
+
 std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
@@ -720,11 +747,61 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   }
   Shape os{g.N, g.O, g.OH, g.OW};
   if (blocked.dst) os = blocked_shape(os, "conv2d");
+  if (has_residual(in)) {
+    const Tensor& r = in[3];
+    KILN_CHECK(r.shape() == os && r.dtype() == x.dtype(), "conv2d: the residual added to the output must have the ",
+               "output's shape ", shape_str(os), " and dtype ", dtype_name(x.dtype()), blocked.dst ? " (out_layout=nChw16c)" : "",
+               ", got ", dtype_name(r.dtype()), shape_str(r.shape()));
+  }
   return {{os, x.dtype(), dev}};
 }
+// Whether output `out` may take residual r's storage: nothing but this call
+// holds r (the compiled graph passes a value it reads for the last time
+// here), r looks like `out`, and no gradient is recorded (autograd would
+// keep r's values for the derivative).
+bool can_take_storage(const Tensor& r, const Tensor& out, TensorSpan in) {
+  if (r.impl_ptr().use_count() != 1 || r.impl()->storage.use_count() != 1) return false;
+  if (!r.is_contiguous() || r.shape() != out.shape() || r.dtype() != out.dtype() || r.device() != out.device())
+    return false;
+  if (r.requires_grad() || r.impl()->grad_fn) return false;
+  if (grad_mode_enabled())
+    for (const Tensor& t : in)
+      if (t.defined() && t.requires_grad()) return false;
+  return true;
+}
+
+// out = act(conv(x, w, b) + residual). In float32 on oneDNN's sum post-op
+// where it keeps the algorithm: out starts as the residual (its storage when
+// can_take_storage, so the convolution adds into the residual in place: one
+// read and one write of it instead of the add's separate pass; else a copy),
+// else the convolution, then the add and the activation.
+void conv2d_with_residual(const ConvGeom& g, TensorSpan in, Tensor& out, FusedActivation act, ConvAlgo algo,
+                          BlockedSides blocked) {
+  const Tensor& r = in[3];
+  const Tensor bias = in.size() > 2 ? in[2] : Tensor();
+  const bool post_op = out.dtype() == DType::Float32 && algo != ConvAlgo::Tuned && in[0].numel() > 0 &&
+                       in[1].numel() > 0 && out.numel() > 0 &&
+                       residual_post_op_keeps_algorithm(g, bias.defined(), act, algo);
+  if (!post_op) {
+    conv_compute(Kind::Forward, g, in[0], in[1], bias, out, FusedActivation::None, algo, blocked);
+    add_(out, r);
+    apply_activation(act, out);
+    return;
+  }
+  if (can_take_storage(r, out, in)) {
+    out.impl()->storage = r.impl()->storage;
+    out.impl()->offset = r.offset();
+  } else {
+    cpu::copy_cast(r, out);
+  }
+  run_dnnl(Kind::Forward, g, in[0].contiguous(), in[1].contiguous(), bias.defined() ? bias.contiguous() : bias, out,
+           DataType::f32, act, algo, blocked, true);
+}
+
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const BlockedSides blocked = conv2d_layouts(a);
   ConvGeom g = conv_geometry(activation_shape(in[0].shape(), blocked.src, "conv2d"), in[1].shape(), a, "conv2d");
+  if (has_residual(in)) return conv2d_with_residual(g, in, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
   conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
 }
@@ -737,11 +814,16 @@ Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
   Tensors out(c.input_metas.size());
   // A fused activation: the gradient at the pre-activation output, which is
   // recomputed (the fused forward never wrote it).
+  // With a residual r, the pre-activation output is conv + r, and r's
+  // gradient is the pre-activation gradient.
   Tensors g(grads.begin(), grads.end());
+  const bool residual = c.input_metas.size() > 3 && c.inputs[3].defined();
   if (FusedActivation act = fused_activation(c.attrs, "conv2d"); act != FusedActivation::None) {
     Tensor z = conv2d(x, w, c.input_metas.size() > 2 ? c.inputs[2] : Tensor(), p);
+    if (residual) z = add(z, c.inputs[3]);
     g[0] = act == FusedActivation::Relu ? relu_backward(g[0], z) : gelu_backward(g[0], z);
   }
+  if (residual && c.needs_grad[3]) out[3] = g[0];
   if (c.needs_grad[0]) out[0] = conv2d_backward_input(g[0], w, x.shape(), p);
   if (c.needs_grad[1]) out[1] = conv2d_backward_weight(g[0], x, w.shape(), p);
   if (out.size() > 2 && c.needs_grad[2]) out[2] = sum(g[0], {0, 2, 3});
@@ -856,6 +938,19 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
   if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return false;
   try {
     return post_op_keeps_algorithm(g, bias, fused_activation(a, "conv2d"));
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+bool conv2d_residual_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
+                                  const std::string& activation) {
+  if (x.size() != 4 || weight.size() != 4) return false;
+  Attrs a = conv_attrs(p);
+  if (!activation.empty()) a.set("activation", activation);
+  ConvGeom g = conv_geometry(x, weight, a, "conv2d");
+  if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return false;
+  try {
+    return residual_post_op_keeps_algorithm(g, bias, fused_activation(a, "conv2d"), ConvAlgo::Auto);
   } catch (const dnnl::error&) {
     return false;
   }

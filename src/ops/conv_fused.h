@@ -26,6 +26,13 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
                          const std::string& activation);
 
+// The same for conv2d with a residual input (act(conv + residual), oneDNN's
+// sum post-op then `activation`, "" for none): false where the post-ops would
+// cost the Winograd kernel (GELU), and for shapes conv2d rejects. The
+// compiler's fuse_conv_residual asks before it fuses a residual add.
+bool conv2d_residual_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
+                                  const std::string& activation);
+
 // How one conv2d, conv2d_backward_input or conv2d_backward_weight call runs
 // on this CPU as things stand (kiln explain): `in0`, `in1` its first two
 // inputs' shapes, `attrs` its attributes. A per-layer choice not made yet (a

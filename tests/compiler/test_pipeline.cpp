@@ -56,7 +56,8 @@ TEST(PassPipeline, DefaultPassOrder) {
                                              "fuse_conv_activation", "cse", "copy_back_removal", "dead_code"}));
   names.clear();
   for (const Pass& p : execution_passes()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"float32_regions", "fuse_norm_activation", "blocked_layouts"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"float32_regions", "fuse_norm_activation", "fuse_conv_residual",
+                                             "blocked_layouts"}));
 }
 
 TEST(PassPipeline, DumpsAfterEachPassWhenAsked) {

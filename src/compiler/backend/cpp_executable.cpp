@@ -94,9 +94,21 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
     KILN_ASSERT(t.defined(), "CppExecutable(graph ", g_.name, "): %", v, " is read before it is computed");
     return t;
   };
-  auto run_op = [&](const Node& n) {
+  // An extern step's inputs; a value read for the last time here is handed
+  // over rather than copied, so that an op that can reuse a dying input's
+  // storage sees nothing else holding it (conv2d's residual: ops/conv.cpp).
+  auto run_op = [&](const Node& n, const std::vector<ValueId>& dying = {}) {
     Tensors args;
-    for (ValueId v : n.inputs) args.push_back(v == kNoValue ? Tensor() : tensor(v));
+    for (ValueId v : n.inputs) {
+      if (v == kNoValue) {
+        args.emplace_back();
+      } else if (std::count(dying.begin(), dying.end(), v) == 1 && std::count(n.inputs.begin(), n.inputs.end(), v) == 1) {
+        (void)tensor(v);
+        args.push_back(std::move(env[static_cast<size_t>(v)]));
+      } else {
+        args.push_back(tensor(v));
+      }
+    }
     Tensors out = run_node(g_, n, std::move(args), scalar);
     for (size_t k = 0; k < out.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
   };
@@ -104,7 +116,7 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& st = program_.steps[s];
     switch (st.kind) {
-      case Step::Kind::Extern: run_op(g_.nodes[static_cast<size_t>(st.node)]); break;
+      case Step::Kind::Extern: run_op(g_.nodes[static_cast<size_t>(st.node)], free_after_[s]); break;
       case Step::Kind::View: {
         const Node& n = g_.nodes[static_cast<size_t>(st.node)];
         if (program_.needs_tensor[static_cast<size_t>(n.outputs[0])]) run_op(n);

@@ -12,6 +12,12 @@ std::vector<int> use_counts(const Graph& g) {
   return uses;
 }
 
+ReadFacts::ReadFacts(const Graph& g) : uses_(use_counts(g)), mutated_(mutated_storage(g)), readers_(g.values.size()) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId v : g.nodes[i].inputs)
+      if (v != kNoValue) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(i));
+}
+
 void replace_all_uses(Graph& g, ValueId from, ValueId to) {
   for (Node& n : g.nodes)
     for (ValueId& v : n.inputs)

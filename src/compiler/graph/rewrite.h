@@ -53,4 +53,28 @@ bool has_side_effects(const Node& node);
 // The inputs a side-effecting node writes (indices into node.inputs).
 std::vector<size_t> mutated_inputs(const Node& node);
 
+// Whether n is op `op` with no attribute taken from a scalar input.
+inline bool plain_op(const Node& n, OpId op) { return n.kind == NodeKind::Op && n.op == op && n.attr_inputs.empty(); }
+
+// Who reads each value, what the peephole fusions ask before they take a
+// value into a fused node (fuse_norm_activation, fuse_conv_residual).
+class ReadFacts {
+ public:
+  explicit ReadFacts(const Graph& g);
+  // The nodes reading v, in graph order (a node reading it twice twice).
+  const std::vector<int>& readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
+  // Whether v's storage is written in place somewhere (mutated_storage).
+  bool mutated(ValueId v) const { return mutated_[static_cast<size_t>(v)]; }
+  // Read by nodes only (not a graph output) and never written in place.
+  bool private_value(ValueId v) const {
+    const size_t i = static_cast<size_t>(v);
+    return !mutated_[i] && uses_[i] == static_cast<int>(readers_[i].size());
+  }
+
+ private:
+  std::vector<int> uses_;
+  std::vector<bool> mutated_;
+  std::vector<std::vector<int>> readers_;
+};
+
 }  // namespace kiln::compiler

@@ -43,7 +43,9 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
   auto in = [](size_t i) { return Port{false, i}; };
   auto out = [](size_t i) { return Port{true, i}; };
   switch (n.op) {
-    case OpId::conv2d: return {{"in_layout", {in(0)}}, {"out_layout", {out(0)}}};
+    case OpId::conv2d:  // with a residual (input 3), that takes the output's layout
+      if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) return {{"in_layout", {in(0)}}, {"out_layout", {out(0), in(3)}}};
+      return {{"in_layout", {in(0)}}, {"out_layout", {out(0)}}};
     case OpId::conv2d_backward_input: return {{"grad_out_layout", {in(0)}}, {"grad_input_layout", {out(0)}}};
     case OpId::conv2d_backward_weight: return {{"grad_out_layout", {in(0)}}, {"input_layout", {in(1)}}};
     case OpId::max_pool2d: {

@@ -11,8 +11,6 @@
 namespace kiln::compiler {
 namespace {
 
-bool plain_op(const Node& n, OpId op) { return n.kind == NodeKind::Op && n.op == op && n.attr_inputs.empty(); }
-
 // The activation name node `n` fuses as ("relu" | "gelu"), or nullptr.
 const char* activation_name(const Node& n) {
   if (plain_op(n, OpId::relu)) return "relu";
@@ -33,12 +31,7 @@ struct Fusion {
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& g)
-      : g_(g), uses_(use_counts(g)), mutated_(mutated_storage(g)), readers_(g.values.size()) {
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      for (ValueId v : g.nodes[i].inputs)
-        if (v != kNoValue) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(i));
-  }
+  explicit Matcher(const Graph& g) : g_(g), facts_(g) {}
 
   // The fusion for batch norm node `bn`, or nullopt.
   std::optional<Fusion> match(int bn_index) const {
@@ -56,7 +49,7 @@ class Matcher {
       }
     if (f.act < 0) return std::nullopt;
     const ValueId z = g_.nodes[static_cast<size_t>(f.act)].outputs[0];
-    if (mutated_[static_cast<size_t>(z)]) return std::nullopt;
+    if (facts_.mutated(z)) return std::nullopt;
     // Every other reader of y must be gelu's backward into this norm's backward.
     for (int r : readers(y)) {
       if (r == f.act) continue;
@@ -91,7 +84,7 @@ class Matcher {
     const ValueId s = an.outputs[0];
     if (!private_value(s) || readers(s).size() != 1) return std::nullopt;
     const Node& relu = g_.nodes[static_cast<size_t>(readers(s)[0])];
-    if (!plain_op(relu, OpId::relu) || mutated_[static_cast<size_t>(relu.outputs[0])]) return std::nullopt;
+    if (!plain_op(relu, OpId::relu) || facts_.mutated(relu.outputs[0])) return std::nullopt;
     auto read_between = [&](ValueId v) {
       if (v == kNoValue) return false;
       for (int k : readers(v))
@@ -108,12 +101,8 @@ class Matcher {
     return f;
   }
 
-  const std::vector<int>& readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
-  // Read by nodes only (not a graph output) and never written in place.
-  bool private_value(ValueId v) const {
-    const size_t i = static_cast<size_t>(v);
-    return !mutated_[i] && uses_[i] == static_cast<int>(readers_[i].size());
-  }
+  const std::vector<int>& readers(ValueId v) const { return facts_.readers(v); }
+  bool private_value(ValueId v) const { return facts_.private_value(v); }
 
   // The batch_norm_backward node that activation-backward node `k` (reading
   // `saved`, y for gelu or relu's output for relu) feeds alone, when it is
@@ -135,9 +124,7 @@ class Matcher {
   }
 
   const Graph& g_;
-  std::vector<int> uses_;
-  std::vector<bool> mutated_;
-  std::vector<std::vector<int>> readers_;
+  ReadFacts facts_;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "compiler/passes/float32_regions.h"
 #include "compiler/passes/fold_batch_norm.h"
 #include "compiler/passes/fuse_conv_activation.h"
+#include "compiler/passes/fuse_conv_residual.h"
 #include "compiler/passes/fuse_norm_activation.h"
 #include "compiler/passes/noop_removal.h"
 #include "core/cpu_features.h"
@@ -76,6 +77,7 @@ std::vector<Pass> execution_passes() {
          fuse_conv_activations(g);
        }},
       {"fuse_norm_activation", [](Graph& g) { fuse_norm_activations(g); }},
+      {"fuse_conv_residual", [](Graph& g) { fuse_conv_residuals(g); }},
       // nChw16c is oneDNN's float32 block on AVX-512; an AVX2 host computes in
       // nChw8c, where a 16c operand would cost a reorder instead of saving one.
       {"blocked_layouts", [](Graph& g) {
