@@ -372,6 +372,10 @@ void add_bench(CLI::App& app, Invocation& inv) {
   add_integer<int64_t>(models, "--batch", [&m](int64_t v) { m.batch = v; }, 1, 65536, "images per step (default 128)");
   add_integer<int>(models, "--steps", [&m](int v) { m.steps = v; }, 1, 100000,
                    "at most this many timed steps per case (default: about 2 s of steps)");
+  add_integer<int>(models, "--rounds", [&m](int v) { m.rounds = v; }, 1, 1000,
+                   "> 1: time the modes of each model and phase in this many alternating rounds, side by side in one "
+                   "process (about 0.5 s or --steps steps per mode and round); img/s is the median round and the "
+                   "speed-up the median of the rounds' ratios (default 1: each case alone, one after the other)");
   models->add_option("--width", m.width, "airbench's width multiplier (default 1)")
       ->check(CLI::Range(0.0625, kMaxWidth))
       ->type_name("W");

@@ -11,6 +11,14 @@
 // four warm-up calls, then steps until about kTargetS seconds have passed.
 // compile_s is the first call's time less the second call's (a step's own
 // time is not compile time); warm_s is the same in a second process.
+//
+// With --rounds R > 1 the modes of one model and phase are all set up and
+// warmed first, then timed in R rounds, each mode about kRoundS seconds (or
+// --steps steps) per round, the order rotating from round to round: each
+// mode's img/s is its median round, and each ratio (against eager, bf16
+// against default) the median of the rounds' ratios. These VMs' speed
+// drifts by 1.5-2x over minutes; cases timed one after the other (R = 1)
+// carry that drift into their ratio, alternating rounds see the same load.
 #include <omp.h>
 #include <unistd.h>
 
@@ -46,6 +54,7 @@ using Clock = std::chrono::steady_clock;
 constexpr double kTargetS = 2.0;
 constexpr int kMinSteps = 3;
 constexpr int kMaxSteps = 200;
+constexpr double kRoundS = 0.5;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -161,8 +170,18 @@ double warm_start_seconds(const BenchModelsOptions& o, const std::string& name, 
 
 }  // namespace
 
-ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
-                                  const std::string& phase, Device dev) {
+namespace {
+
+// A case set up and warmed, ready for its timed steps.
+struct PreparedCase {
+  Setup setup;
+  ModelBenchCase result;
+  cuda::AllocatorStats before{};  // CUDA: the allocator's counts when the timed steps start
+};
+
+// The case's first call (its compile) and warm-up calls.
+PreparedCase prepare_case(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
+                          const std::string& phase, Device dev) {
   ModelBenchCase r{name, mode, phase};
   // The warm-start probe first runs one eager step, as the parent process
   // did before its compiled modes: oneDNN builds its primitives and the
@@ -174,7 +193,8 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
     if (mode == "bf16") eager.autocast = "bf16";
     make_setup(eager, name, "eager", phase, dev).call();
   }
-  Setup s = make_setup(o, name, mode, phase, dev);
+  PreparedCase c{make_setup(o, name, mode, phase, dev), {}, {}};
+  Setup& s = c.setup;
   auto t0 = Clock::now();
   s.call();
   const double first = seconds_since(t0);
@@ -184,7 +204,10 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
   // The first call traces, compiles and runs a step: the step's own time
   // (the second call's) is not compile time.
   if (mode != "eager") r.compile_s = std::max(0.0, first - second);
-  if (o.first_call_only) return r;
+  if (o.first_call_only) {
+    c.result = r;
+    return c;
+  }
   // Warm-up until the device's caching allocator has settled: three more
   // steps, then (CUDA) more until one step makes no cudaMalloc, at most 20
   // (the pools of a fresh process grow over the first steps). One case still
@@ -201,27 +224,101 @@ ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string
       if (cuda::allocator_stats(dev.index).num_cuda_mallocs == mallocs) break;
     }
   }
-  const cuda::AllocatorStats before = dev.is_cuda() ? cuda::allocator_stats(dev.index) : cuda::AllocatorStats{};
+  c.before = dev.is_cuda() ? cuda::allocator_stats(dev.index) : cuda::AllocatorStats{};
   if (dev.is_cuda() && std::getenv("KILN_CUDA_MALLOC_LOG"))
     std::cerr << "kiln bench: " << name << " " << mode << " " << phase << ": timed steps start\n";
+  c.result = r;
+  return c;
+}
+
+// Timed steps: at least min_steps, then until target_s seconds have passed,
+// at most max_steps (0: kMaxSteps). Adds them to the case's step count and
+// CUDA allocator counts; returns images per second.
+double time_steps(PreparedCase& c, const BenchModelsOptions& o, Device dev, int min_steps, double target_s,
+                  int max_steps) {
   int steps = 0;
-  t0 = Clock::now();
-  while (steps < kMaxSteps && (steps < kMinSteps || seconds_since(t0) < kTargetS) &&
-         (o.steps == 0 || steps < o.steps)) {
-    s.call();
+  const auto t0 = Clock::now();
+  while (steps < kMaxSteps && (steps < min_steps || seconds_since(t0) < target_s) &&
+         (max_steps == 0 || steps < max_steps)) {
+    c.setup.call();
     ++steps;
   }
-  double wall = seconds_since(t0);
-  r.steps = steps;
+  const double wall = seconds_since(t0);
+  ModelBenchCase& r = c.result;
+  r.steps += steps;
   if (dev.is_cuda()) {
     const cuda::AllocatorStats after = cuda::allocator_stats(dev.index);
-    r.cuda_mallocs = static_cast<int64_t>(after.num_cuda_mallocs - before.num_cuda_mallocs);
-    r.cuda_frees = static_cast<int64_t>(after.num_cuda_frees - before.num_cuda_frees);
+    r.cuda_mallocs = static_cast<int64_t>(after.num_cuda_mallocs - c.before.num_cuda_mallocs);
+    r.cuda_frees = static_cast<int64_t>(after.num_cuda_frees - c.before.num_cuda_frees);
   }
-  r.img_per_s = static_cast<double>(steps * o.batch) / wall;
-  if (mode != "eager" && !o.no_warm) r.warm_s = warm_start_seconds(o, name, mode, phase);
-  return r;
+  return static_cast<double>(steps * o.batch) / wall;
 }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+ModelBenchCase measure_model_case(const BenchModelsOptions& o, const std::string& name, const std::string& mode,
+                                  const std::string& phase, Device dev) {
+  PreparedCase c = prepare_case(o, name, mode, phase, dev);
+  if (o.first_call_only) return c.result;
+  c.result.img_per_s = time_steps(c, o, dev, kMinSteps, kTargetS, o.steps);
+  if (mode != "eager" && !o.no_warm) c.result.warm_s = warm_start_seconds(o, name, mode, phase);
+  return c.result;
+}
+
+namespace {
+
+// The modes of one model and phase timed in alternating rounds (--rounds):
+// per mode, its result with the median round's img/s; in `ratio_eager` and
+// `ratio_default` the median of the rounds' ratios against eager and against
+// default (absent when that mode was not asked for).
+struct RoundsResult {
+  std::vector<ModelBenchCase> cases;
+  std::map<std::string, double> ratio_eager, ratio_default;
+};
+RoundsResult measure_in_rounds(const BenchModelsOptions& o, const std::string& name, const std::string& phase,
+                               Device dev) {
+  std::vector<PreparedCase> prepared;
+  for (const std::string& mode : o.modes) prepared.push_back(prepare_case(o, name, mode, phase, dev));
+  const size_t n = prepared.size();
+  std::vector<std::vector<double>> rates(n);
+  for (int round = 0; round < o.rounds; ++round)
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(round)) % n;  // who goes first rotates
+      rates[i].push_back(time_steps(prepared[i], o, dev, 1, o.steps > 0 ? 1e30 : kRoundS, o.steps));
+    }
+  RoundsResult out;
+  auto index_of = [&](const char* mode) -> std::optional<size_t> {
+    for (size_t i = 0; i < n; ++i)
+      if (o.modes[i] == mode) return i;
+    return std::nullopt;
+  };
+  auto median_ratio = [&](size_t i, size_t base) {
+    std::vector<double> r;
+    for (int round = 0; round < o.rounds; ++round) r.push_back(rates[i][round] / rates[base][round]);
+    return median(r);
+  };
+  const std::optional<size_t> eager = index_of("eager"), deflt = index_of("default");
+  for (size_t i = 0; i < n; ++i) {
+    ModelBenchCase r = prepared[i].result;
+    r.img_per_s = median(rates[i]);
+    const std::string& mode = o.modes[i];
+    if (eager && i != *eager) out.ratio_eager[mode] = median_ratio(i, *eager);
+    if (deflt && mode == "bf16") out.ratio_default[mode] = median_ratio(i, *deflt);
+    out.cases.push_back(std::move(r));
+  }
+  prepared.clear();  // the models' memory goes before the warm-start processes run
+  for (ModelBenchCase& r : out.cases)
+    if (r.mode != "eager" && !o.no_warm) r.warm_s = warm_start_seconds(o, name, r.mode, phase);
+  return out;
+}
+
+}  // namespace
 
 namespace {
 
@@ -246,22 +343,32 @@ int run_bench_models(const BenchModelsOptions& o) {
   if (!o.json && !o.first_call_only)
     std::cout << "kiln bench models: " << dev.str() << ", batch " << o.batch << ", " << omp_get_max_threads()
               << " thread(s), compiled modes on the " << o.backend << " backend"
-              << (o.autocast.empty() ? "" : ", autocast " + o.autocast) << "\n"
+              << (o.autocast.empty() ? "" : ", autocast " + o.autocast)
+              << (o.rounds > 1 ? ", " + std::to_string(o.rounds) + " alternating rounds (medians)" : "") << "\n"
               << "model      mode          phase   img/s      vs eager  compile s  warm s"
               << (dev.is_cuda() ? "  cudaMalloc/cudaFree in timed steps" : "") << "\n";
+  const bool in_rounds = o.rounds > 1 && !o.first_call_only;
   for (const std::string& name : o.models)
-    for (const std::string& phase : o.phases)
-      for (const std::string& mode : o.modes) {
-        ModelBenchCase r = measure_model_case(o, name, mode, phase, dev);
+    for (const std::string& phase : o.phases) {
+      std::optional<RoundsResult> rounds;
+      if (in_rounds) rounds = measure_in_rounds(o, name, phase, dev);
+      for (size_t mi = 0; mi < o.modes.size(); ++mi) {
+        const std::string& mode = o.modes[mi];
+        ModelBenchCase r = rounds ? rounds->cases[mi] : measure_model_case(o, name, mode, phase, dev);
         if (mode == "eager") eager_rate[{name, phase}] = r.img_per_s;
         if (mode == "default") default_rate[{name, phase}] = r.img_per_s;
         // Mode bf16 against the float32 default mode of this run.
         auto d = default_rate.find({name, phase});
-        const double vs_fp32 =
+        double vs_fp32 =
             mode == "bf16" && d != default_rate.end() && d->second > 0 && !o.first_call_only ? r.img_per_s / d->second
                                                                                               : -1;
         auto e = eager_rate.find({name, phase});
         double vs = e != eager_rate.end() && e->second > 0 && !o.first_call_only ? r.img_per_s / e->second : -1;
+        if (rounds) {  // the medians of the rounds' own ratios
+          auto re = rounds->ratio_eager.find(mode), rd = rounds->ratio_default.find(mode);
+          vs = re != rounds->ratio_eager.end() ? re->second : -1;
+          vs_fp32 = rd != rounds->ratio_default.end() ? rd->second : -1;
+        }
         if (o.json) {
           JsonLine j;
           j["model"] = r.model;
@@ -273,6 +380,7 @@ int run_bench_models(const BenchModelsOptions& o) {
           j["speedup_vs_eager"] = vs < 0 ? JsonLine() : JsonLine(rounded(vs, 3));
           j["batch"] = o.batch;
           j["steps"] = r.steps;
+          if (in_rounds) j["rounds"] = o.rounds;
           if (dev.is_cuda()) j["warmup_steps"] = r.warmup_steps;
           j["device"] = dev.str();
           j["backend"] = r.mode == "eager" ? JsonLine() : JsonLine(o.backend);
@@ -294,6 +402,7 @@ int run_bench_models(const BenchModelsOptions& o) {
                     << std::flush;
         }
       }
+    }
   if (profile) {
     profile->stop();
     std::cerr << "kiln bench models: profile written to " << profile->trace_path() << "\n"

@@ -38,7 +38,8 @@ struct BenchModelsOptions {
   std::vector<std::string> modes = {"eager", "default"};  // eager | default | reduce-overhead | max-autotune
   std::vector<std::string> phases = {"train", "eval"};
   int64_t batch = 128;
-  int steps = 0;  // > 0: at most this many timed steps per case (default: about 2 s)
+  int steps = 0;  // > 0: at most this many timed steps per case (default: about 2 s); per round with rounds > 1
+  int rounds = 1;  // > 1: the modes of a model and phase timed in alternating rounds (medians; bench_models.cpp)
   double width = 1.0;  // airbench's
   bool json = false;
   bool no_warm = false;          // skip the warm-start process

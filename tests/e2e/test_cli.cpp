@@ -620,6 +620,30 @@ TEST(CliBenchModels, JsonHasOneObjectPerCaseWithCompileAndWarmSeconds) {
   expect_usage_error("bench models --modes fast", "unknown mode 'fast'", dir);
 }
 
+// --rounds: the modes timed side by side in alternating rounds; each line
+// says how many, counts every round's steps, and the speed-up is the median
+// of the rounds' own ratios (so not necessarily the ratio of the medians).
+TEST(CliBenchModels, RoundsTimeTheModesSideBySide) {
+  fs::path dir = scratch_dir();
+  Outcome r = run_kiln("bench models --models tutorial --modes eager,default,bf16 --phases eval --batch 4 --steps 2 "
+                       "--rounds 3 --json --no-warm",
+                       dir);
+  ASSERT_EQ(r.rc, 0) << show(r);
+  std::vector<nlohmann::json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  for (const auto& j : lines) {
+    EXPECT_EQ(j["rounds"], 3) << j.dump();
+    EXPECT_EQ(j["steps"], 6) << "2 steps in each of 3 rounds: " << j.dump();
+    EXPECT_GT(j["img_per_s"].get<double>(), 0.0) << j.dump();
+  }
+  EXPECT_TRUE(lines[0]["speedup_vs_eager"].is_null()) << lines[0].dump();
+  EXPECT_TRUE(lines[1]["speedup_vs_eager"].is_number()) << lines[1].dump();
+  EXPECT_TRUE(lines[2]["speedup_vs_eager"].is_number()) << lines[2].dump();
+  EXPECT_TRUE(lines[2]["vs_compiled_fp32"].is_number()) << lines[2].dump();
+  ASSERT_TRUE(lines[1]["compile_s"].is_number()) << lines[1].dump();
+  expect_usage_error("bench models --rounds 0", "--rounds", dir);
+}
+
 // --autocast bf16 runs the steps under autocast and says so in each line;
 // the CUDA allocator's counts appear only for a CUDA device.
 TEST(CliBenchModels, AutocastIsNamedInTheJsonAndAnUnknownDtypeIsAUsageError) {
