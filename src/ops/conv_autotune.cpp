@@ -31,14 +31,19 @@ std::string cpu_model() {
   return "unknown_cpu";
 }
 
+}  // namespace
+
 // What a measured choice depends on besides the convolution itself.
 std::string machine_key() {
   const dnnl_version_t* v = dnnl_version();
   std::ostringstream s;
   s << cpu_model() << "|isa" << static_cast<unsigned>(dnnl::get_effective_cpu_isa()) << "|threads"
-    << omp_get_max_threads() << "|onednn" << v->major << '.' << v->minor << '.' << v->patch;
+    << omp_get_max_threads() << "|onednn" << v->major << '.' << v->minor << '.' << v->patch << "|rules"
+    << kChoiceRules;
   return s.str();
 }
+
+namespace {
 
 struct Table {
   std::mutex mu;

@@ -22,7 +22,9 @@
 // one line per choice: "<machine> <kind and shape>\t<choice>". The
 // machine part names the CPU, oneDNN's ISA, the thread count and oneDNN's
 // version, since a choice measured under one of them says nothing about
-// another. It is written atomically (core/atomic_file.h): a killed process
+// another; and the version of the rules a choice was measured against
+// (kChoiceRules), since a choice between two candidates says nothing once one
+// of them has changed. It is written atomically (core/atomic_file.h): a killed process
 // leaves the old table or the new one. An unreadable line is ignored (it is
 // measured again), an unwritable directory only costs the persistence.
 #pragma once
@@ -32,6 +34,20 @@
 #include <string>
 
 namespace kiln::conv_autotune {
+
+// The version of what choices are measured against. Bump it whenever a
+// candidate changes (a new algorithm rule for float32 `auto`, a new fusion a
+// measured layer runs with): the table's older lines then no longer match this
+// machine and are measured again, instead of a stale winner being kept.
+//   1 (keys without "|rules"): the table's first rules.
+//   2: float32 `auto` runs the direct algorithm for few input channels
+//      (ops/conv.cpp, small_input_algorithm): bfloat16 stems chosen against
+//      float32 Winograd lose to float32 direct.
+inline constexpr int kChoiceRules = 2;
+
+// The machine part of this process's keys: CPU model, oneDNN ISA, threads,
+// oneDNN version, kChoiceRules.
+std::string machine_key();
 
 // The choice recorded for `shape_key` on this machine ("auto" | "direct" for
 // an algorithm, "bf16" | "bf16-alone" | "float32" for a bfloat16 layer's

@@ -135,6 +135,27 @@ TEST(AutotuneConvolutions, Bf16PrecisionChoicesAreKeptForTheNextProcess) {
   EXPECT_EQ(conv_autotune::stats().loaded, 1);
 }
 
+// A choice measured under earlier rules (another candidate won then) is not
+// this machine's: the table's line for it is ignored and the layer measured
+// again; a line under the current rules is read.
+TEST(AutotuneConvolutions, ChoicesOfEarlierRulesAreMeasuredAgain) {
+  ScopedCacheDir cache;
+  const std::string key = conv_autotune::machine_key();
+  const std::string rules = "|rules" + std::to_string(conv_autotune::kChoiceRules);
+  ASSERT_TRUE(key.ends_with(rules)) << key;
+  const std::string before = key.substr(0, key.size() - rules.size());  // a key of rules 1
+  fs::create_directories(cache.table().parent_path());
+  std::ofstream(cache.table()) << before << " stale_shape\tbf16\n"
+                               << before + "|rules" + std::to_string(conv_autotune::kChoiceRules - 1)
+                               << " older_shape\tbf16\n"
+                               << key << " current_shape\tfloat32\n";
+  conv_autotune::reset_for_tests();
+  EXPECT_EQ(conv_autotune::lookup("stale_shape"), std::nullopt);
+  EXPECT_EQ(conv_autotune::lookup("older_shape"), std::nullopt);
+  EXPECT_EQ(conv_autotune::lookup("current_shape"), "float32");
+  EXPECT_EQ(conv_autotune::stats().loaded, 1);
+}
+
 // A zoo model's compiled train step in mode max-autotune (SGD with momentum
 // and weight decay): three steps' losses and the state afterwards.
 std::pair<std::vector<double>, nn::TensorDict> train_three_steps(const std::string& mode, int* tuned = nullptr) {
