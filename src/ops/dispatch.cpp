@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -201,6 +202,9 @@ struct ModeState {
   std::vector<DispatchMode*> stack;
   int visible = 0;        // modes a new dispatch() call starts below (stack[visible-1] first)
   bool excluded = false;  // inside a kernel, view function or shape rule
+  // HideModeGuard: modes from this level up stay hidden for the scope, also
+  // from the constituents of a composite op (which otherwise every mode sees).
+  int hidden_from = std::numeric_limits<int>::max();
 };
 thread_local ModeState t_modes;
 
@@ -265,25 +269,35 @@ ExcludeModesGuard::~ExcludeModesGuard() {
 }
 
 FreshModeStack::FreshModeStack()
-    : prev_stack_(std::move(t_modes.stack)), prev_visible_(t_modes.visible), prev_excluded_(t_modes.excluded) {
+    : prev_stack_(std::move(t_modes.stack)),
+      prev_visible_(t_modes.visible),
+      prev_excluded_(t_modes.excluded),
+      prev_hidden_from_(t_modes.hidden_from) {
   t_modes.stack.clear();
   t_modes.visible = 0;
   t_modes.excluded = false;
+  t_modes.hidden_from = std::numeric_limits<int>::max();
 }
 FreshModeStack::~FreshModeStack() {
   t_modes.stack = std::move(prev_stack_);
   t_modes.visible = prev_visible_;
   t_modes.excluded = prev_excluded_;
+  t_modes.hidden_from = prev_hidden_from_;
 }
 
-HideModeGuard::HideModeGuard(const DispatchMode& mode) : prev_visible_(t_modes.visible) {
+HideModeGuard::HideModeGuard(const DispatchMode& mode)
+    : prev_visible_(t_modes.visible), prev_hidden_from_(t_modes.hidden_from) {
   int level = 0;
   while (level < static_cast<int>(t_modes.stack.size()) && t_modes.stack[level] != &mode) ++level;
   KILN_ASSERT(level < static_cast<int>(t_modes.stack.size()), "HideModeGuard: mode '", mode.mode_name(),
               "' is not on the stack");
   t_modes.visible = std::min(t_modes.visible, level);
+  t_modes.hidden_from = std::min(t_modes.hidden_from, level);
 }
-HideModeGuard::~HideModeGuard() { t_modes.visible = prev_visible_; }
+HideModeGuard::~HideModeGuard() {
+  t_modes.visible = prev_visible_;
+  t_modes.hidden_from = prev_hidden_from_;
+}
 
 bool any_meta(TensorSpan inputs) {
   for (const Tensor& t : inputs)
@@ -307,8 +321,9 @@ Tensors dispatch_below_modes(OpId id, Tensors& inputs, const Attrs& attrs) {
   OpKind kind = op_kind(id);
   if (kind == OpKind::Composite) {
     if (t_modes.excluded) return def.decompose(inputs, attrs);
-    // Every mode sees the constituents.
-    VisibleModes scope(static_cast<int>(t_modes.stack.size()), false);
+    // Every mode sees the constituents, but a mode hidden for the scope
+    // (HideModeGuard: a capture running its graph) stays hidden.
+    VisibleModes scope(std::min(static_cast<int>(t_modes.stack.size()), t_modes.hidden_from), false);
     return def.decompose(inputs, attrs);
   }
   // Autograd recording: the bottom mode, on while grad mode is on.

@@ -69,7 +69,8 @@ class ExcludeModesGuard {
 
 // Hides `mode` and every mode above it for the scope, as if the scope ran
 // inside mode's handler: how a mode runs work of its own (capture runs a
-// graph at a graph break) outside handle().
+// graph at a graph break) outside handle(). The constituents of a composite
+// op called in the scope do not see them either.
 class HideModeGuard {
  public:
   explicit HideModeGuard(const DispatchMode& mode);
@@ -79,6 +80,7 @@ class HideModeGuard {
 
  private:
   int prev_visible_;
+  int prev_hidden_from_;
 };
 
 // Runs the scope on an empty mode stack of its own: the modes of the caller,
@@ -97,6 +99,7 @@ class FreshModeStack {
   std::vector<DispatchMode*> prev_stack_;
   int prev_visible_;
   bool prev_excluded_;
+  int prev_hidden_from_;
 };
 
 // The modes pushed on this thread, bottom first (for tests and explain).

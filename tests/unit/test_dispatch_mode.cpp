@@ -115,5 +115,35 @@ TEST(DispatchMode, ExcludeModesGuardHidesEveryMode) {
   EXPECT_TRUE(log.empty());
 }
 
+// HideModeGuard hides a mode and those above it, for the constituents of a
+// composite op too: a capture running its graph must not record the
+// contiguous copy a generated kernel's channels-last input needs (it did, and
+// the run recursed into itself until the stack overflowed).
+TEST(DispatchMode, HiddenModesStayHiddenFromCompositeConstituents) {
+  Tensor x = contiguous(randn({2, 3, 4, 5}), MemoryFormat::ChannelsLast);
+  std::vector<std::string> log;
+  LoggingMode outer("outer", log), inner("inner", log);
+  ModeGuard g1(outer);
+  ModeGuard g2(inner);
+  {
+    HideModeGuard hidden(inner);  // inner hidden, outer still sees calls
+    Tensor y = x.contiguous();    // composite: copy of a non-contiguous input
+    EXPECT_TRUE(y.is_contiguous());
+    EXPECT_FALSE(y.is_meta());
+  }
+  ASSERT_FALSE(log.empty());
+  for (const std::string& s : log) EXPECT_EQ(s.rfind("outer:", 0), 0u) << s;
+  EXPECT_EQ(log.front(), "outer:contiguous");
+  EXPECT_EQ(log.back(), "outer:copy");
+  log.clear();
+  {
+    HideModeGuard hidden(outer);  // both hidden
+    (void)x.contiguous();
+  }
+  EXPECT_TRUE(log.empty());
+  (void)x.contiguous();  // out of the scopes: both see it and its copy again
+  EXPECT_EQ(log, (std::vector<std::string>{"inner:contiguous", "outer:contiguous", "inner:copy", "outer:copy"}));
+}
+
 }  // namespace
 }  // namespace kiln
