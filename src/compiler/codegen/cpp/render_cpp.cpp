@@ -404,6 +404,39 @@ class VectorRenderer {
     return accs;
   }
 
+  // Whether operand i reads the same element on every lane of the vector
+  // loop (a per-channel scale in a loop over a weight's rows).
+  bool lane_invariant_operand(int i) const {
+    if (i >= kAccumulatorBase && i < kIndexValueBase) return false;
+    const IndexExpr& flat = i >= kIndexValueBase ? k_.index_values.at(static_cast<size_t>(i - kIndexValueBase))
+                                                 : k_.loads.at(static_cast<size_t>(i)).flat();
+    return !flat.uses(vec_var_);
+  }
+
+  // A pointwise kernel's computations that no lane of the vector loop
+  // changes, emitted before that loop: once per row instead of once per
+  // chunk of lanes. Vertical fusion inlines a per-channel producer into its
+  // per-element consumer (eval batch norm folded into a convolution's
+  // weight: w * (gamma / sqrt(var + eps))); without this the square root and
+  // the division ran for every chunk of the 2304 elements of each row.
+  void hoist_lane_invariant_computations(size_t indent) {
+    if (vec_var_.empty() || k_.is_reduction()) return;
+    std::vector<ScalarExpr> roots;
+    for (const Store& st : k_.stores) roots.push_back(st.value);
+    std::unordered_map<const void*, bool> invariant;
+    std::vector<ScalarExpr> hoist;
+    for (const ScalarExpr& x : ssa_order(roots)) {
+      bool inv = true;
+      for (const ScalarExpr& a : x.args()) {
+        if (a.op() == ExprOp::Constant) continue;
+        inv = inv && (a.op() == ExprOp::Input ? lane_invariant_operand(a.input_index()) : invariant.at(a.id()));
+      }
+      invariant[x.id()] = inv;
+      if (inv && !x.args().empty()) hoist.push_back(x);
+    }
+    if (!hoist.empty()) compute(indent, hoist, {});
+  }
+
   // Lanes over the innermost output loop; reductions (if any) run their
   // reduced loops inside, one accumulator lane per output.
   void render_outputs_mode() {
@@ -411,6 +444,9 @@ class VectorRenderer {
     size_t indent = 1;
     size_t n = k_.loops.size();
     if (n > 1) open_parallel_loops(indent, n - 1);
+    // Outside the vector loop, invariant loads read as one broadcast value.
+    new_scope();
+    hoist_lane_invariant_computations(indent);
     if (n > 0) {
       std::string pragma = n == 1 && par.enabled ? "#pragma omp parallel for" + par.clause : "";
       open_lane_loop(indent, k_.loops.back(), pragma);
@@ -446,9 +482,9 @@ class VectorRenderer {
                          "_m2[l_]);");
         accs[j] = acc + "_v";
       }
+      new_scope();
     }
-    new_scope();
-    render_stores(indent, accs);
+    render_stores(indent, accs);  // in the scope of the hoisted computations
     close_to(indent, 1);
   }
 
