@@ -6,7 +6,7 @@
 #   bench/vs_torch.sh --suite train [--models tutorial,airbench[,resnet18]] [--width W]
 #                     [--epochs N] [--steps N] [--batch B] [--seed S] [--json] [--threads N] [--no-mmap]
 #   bench/vs_torch.sh --suite models [--models a,b] [--modes eager,default] [--phases train,eval]
-#                     [--batch B] [--width W] [--json] [--threads N] [--no-mmap]
+#                     [--batch B] [--width W] [--rounds R] [--json] [--threads N] [--no-mmap]
 #
 # Builds kiln (./kiln build), installs python3-torch if missing (root: apt-get;
 # otherwise prints the command and exits 1), then for each case runs kiln and
@@ -36,6 +36,11 @@
 # phase the img/s of each side and kiln / best-torch for each kiln mode; --json:
 # one object per (model, phase) with kiln_<mode>_img_s, kiln_<mode>_compile_s,
 # kiln_<mode>_warm_s, torch_img_s, torch_no_mmap_img_s and <mode>_vs_torch.
+# --rounds R runs the three (kiln, torch, torch without mmap) R times in turn
+# per model, so each side sees the load of the same minutes: img/s is then the
+# median round, <mode>_vs_torch the median of the rounds' ratios, compile and
+# warm seconds those of the first round (the only one on an empty cache), and
+# --json adds "rounds".
 #
 # --no-mmap runs both sides with glibc's malloc kept off mmap (see
 # docs/benchmarks.md: fresh >32 MB buffers cost page faults on every call).
@@ -53,7 +58,7 @@ usage: bench/vs_torch.sh --suite ops [--json] [--threads N] [--cases a,b,c] [--r
        bench/vs_torch.sh --suite train [--models a,b] [--width W] [--epochs N] [--steps N] [--batch B]
                          [--seed S] [--json] [--threads N] [--no-mmap]
        bench/vs_torch.sh --suite models [--models a,b] [--modes eager,default] [--phases train,eval]
-                         [--batch B] [--width W] [--json] [--threads N] [--no-mmap]
+                         [--batch B] [--width W] [--rounds R] [--json] [--threads N] [--no-mmap]
   --suite ops    op-level cases (docs/benchmarks.md lists them)
   --suite train  training and evaluation of whole models on CIFAR-10 (docs/benchmarks.md)
   --suite models kiln bench models (eager and compiled) against PyTorch eager, as installed and
@@ -76,19 +81,21 @@ train only:
 models only (also --models, default tutorial,resnet18,airbench; --batch, default 128; --width):
   --modes a,b    kiln's modes: eager,default,reduce-overhead,max-autotune (default: eager,default)
   --phases a,b   train (a recipe SGD step) and/or eval (a forward) (default: train,eval)
+  --rounds R     kiln, torch and torch without mmap R times in turn per model; img/s is the
+                 median round, X / torch the median of the rounds' ratios (default 1)
 EOF
 }
 
 die2() { echo "vs_torch.sh: $*" >&2; usage >&2; exit 2; }
 
 suite="" json=0 threads=2 cases="" reps="" no_mmap=0
-models="" width="" epochs="" steps="" batch="" seed="" modes="" phases=""
+models="" width="" epochs="" steps="" batch="" seed="" modes="" phases="" rounds=1
 ops_flag="" shared_flag="" models_flag="" epochs_flag=""
 while [ $# -gt 0 ]; do
   arg="$1" val=""
   case "$arg" in
     --*=*) val="${arg#*=}"; arg="${arg%%=*}"; shift ;;
-    --suite|--threads|--cases|--reps|--models|--width|--epochs|--steps|--batch|--seed|--modes|--phases)
+    --suite|--threads|--cases|--reps|--models|--width|--epochs|--steps|--batch|--seed|--modes|--phases|--rounds)
       [ $# -ge 2 ] || die2 "$arg needs a value"; val="$2"; shift 2 ;;
     *) shift ;;
   esac
@@ -107,6 +114,7 @@ while [ $# -gt 0 ]; do
     --seed) seed="$val"; epochs_flag="$arg" ;;
     --modes) modes="$val"; models_flag="$arg" ;;
     --phases) phases="$val"; models_flag="$arg" ;;
+    --rounds) rounds="$val"; models_flag="$arg" ;;
     -h|--help) usage; exit 0 ;;
     *) die2 "unknown argument '$arg'" ;;
   esac
@@ -125,6 +133,7 @@ posint --threads "$threads"
 [ -z "$epochs" ] || posint --epochs "$epochs"
 [ -z "$steps" ] || posint --steps "$steps"
 [ -z "$batch" ] || posint --batch "$batch"
+posint --rounds "$rounds"
 [ -z "$seed" ] || [[ "$seed" =~ ^[0-9]+$ ]] || die2 "--seed wants a non-negative integer, got '$seed'"
 if [ -n "$width" ]; then
   [[ "$width" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk -v w="$width" 'BEGIN { exit !(w > 0) }' \
@@ -183,48 +192,62 @@ if [ "$suite" = models ]; then
   if [ "$json" != 1 ]; then
     echo "vs_torch.sh --suite models: $threads thread(s), batch $b, float32, random inputs (torch with flush-to-zero)$([ "$no_mmap" = 1 ] && echo ", kiln with glibc malloc without mmap")"
     echo "  kiln: bench models, modes $kmodes (compile s: cold, on an empty kernel cache); torch: eager as installed and with malloc off mmap"
+    [ "$rounds" = 1 ] || echo "  $rounds rounds of kiln, torch, torch without mmap in turn per model: median img/s, median of the rounds' ratios"
   fi
   cache_dir="$(mktemp -d)"
   trap 'rm -rf "$cache_dir"' EXIT
   lines=()
   for m in "${train_models[@]}"; do
-    [ "$json" = 1 ] || echo "  running $m ..." >&2
-    # An empty kernel cache per model: its compile seconds are cold.
-    rm -rf "$cache_dir/kc"
+   # An empty kernel cache per model: its first round's compile seconds are cold.
+   rm -rf "$cache_dir/kc"
+   for ((r = 1; r <= rounds; r++)); do
+    [ "$json" = 1 ] || echo "  running $m$([ "$rounds" = 1 ] || echo ", round $r of $rounds") ..." >&2
+    later=(); [ "$r" = 1 ] || later=(--no-warm)
     k="$(KILN_CACHE_DIR="$cache_dir/kc" "$KILN_BIN" bench models --json --models "$m" --modes "$kmodes" \
-        --phases "$kphases" --batch "$b" "${wargs[@]}")" || echo "vs_torch.sh: kiln bench models failed for $m" >&2
+        --phases "$kphases" --batch "$b" "${wargs[@]}" "${later[@]}")" || echo "vs_torch.sh: kiln bench models failed for $m" >&2
     t="$(env -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$PY" "$ROOT/bench/torch_bench_models.py" \
         --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" "${wargs[@]}" --label torch)" \
       || echo "vs_torch.sh: torch failed for $m" >&2
     tn="$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912 "$PY" \
         "$ROOT/bench/torch_bench_models.py" --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" \
         "${wargs[@]}" --label torch_no_mmap)" || echo "vs_torch.sh: torch --no-mmap failed for $m" >&2
-    lines+=("$k" "$t" "$tn")
+    lines+=("{\"round\": $r}" "$k" "$t" "$tn")
+   done
   done
   printf '%s\n' "${lines[@]}" | grep '^{' | "$PY" -c '
 import json, math, sys
-as_json, modes = sys.argv[1] == "1", sys.argv[2].split(",")
-cases, order = {}, []
+import statistics
+as_json, modes, rounds = sys.argv[1] == "1", sys.argv[2].split(","), int(sys.argv[3])
+# cases[(model, phase)][round][mode] = the JSON object of that run
+cases, order, rnd = {}, [], 1
 for line in sys.stdin:
     j = json.loads(line)
+    if "model" not in j:
+        rnd = j["round"]
+        continue
     key = (j["model"], j["phase"])
     if key not in cases:
         cases[key] = {}
         order.append(key)
-    cases[key][j["mode"]] = j
+    cases[key].setdefault(rnd, {})[j["mode"]] = j
+def median(vs):
+    vs = [v for v in vs if v]
+    return round(statistics.median(vs), 4) if len(vs) == rounds else None  # a failed round fails the case
 rows, failed = [], False
 for model, phase in order:
-    c = cases[(model, phase)]
-    rate = lambda mode: (c.get(mode) or {}).get("img_per_s")
-    t, tn = rate("torch"), rate("torch_no_mmap")
-    best = max([v for v in (t, tn) if v] or [0]) or None
-    r = {"model": model, "phase": phase, "torch_img_s": t, "torch_no_mmap_img_s": tn}
+    runs = [cases[(model, phase)].get(i, {}) for i in range(1, rounds + 1)]
+    rate = lambda run, mode: (run.get(mode) or {}).get("img_per_s")
+    best = [max([v for v in (rate(run, "torch"), rate(run, "torch_no_mmap")) if v] or [0]) or None for run in runs]
+    r = {"model": model, "phase": phase, "torch_img_s": median([rate(run, "torch") for run in runs]),
+         "torch_no_mmap_img_s": median([rate(run, "torch_no_mmap") for run in runs])}
+    if rounds > 1:
+        r["rounds"] = rounds
     for m in modes:
-        k = c.get(m) or {}
-        r["kiln_%s_img_s" % m] = k.get("img_per_s")
-        r["kiln_%s_compile_s" % m] = k.get("compile_s")
-        r["kiln_%s_warm_s" % m] = k.get("warm_s")
-        r["%s_vs_torch" % m] = round(k["img_per_s"] / best, 4) if k.get("img_per_s") and best else None
+        first = runs[0].get(m) or {}
+        r["kiln_%s_img_s" % m] = median([rate(run, m) for run in runs])
+        r["kiln_%s_compile_s" % m] = first.get("compile_s")
+        r["kiln_%s_warm_s" % m] = first.get("warm_s")
+        r["%s_vs_torch" % m] = median([rate(run, m) / b if rate(run, m) and b else None for run, b in zip(runs, best)])
         failed |= r["%s_vs_torch" % m] is None
     rows.append(r)
 if as_json:
@@ -248,9 +271,11 @@ else:
     print("-|-".join("-" * x for x in w))
     for cells in table:
         print(fmt_row(cells))
-    print("X / torch = kiln img/s / the faster of the two torch runs" + ("" if not failed else "  (failed runs shown as error)"))
+    print("X / torch = kiln img/s / the faster of the two torch runs"
+          + ("" if rounds == 1 else ", the median ratio of %d rounds" % rounds)
+          + ("" if not failed else "  (failed runs shown as error)"))
 sys.exit(1 if failed or not rows else 0)
-' "$json" "$kmodes"
+' "$json" "$kmodes" "$rounds"
   exit $?
 fi
 
