@@ -420,6 +420,8 @@ TEST(CliDemo, RunsEagerAndCompiledAndPrintsOneRowPerMode) {
   EXPECT_NE(compiled, std::string::npos) << show(r);
   EXPECT_LT(eager, compiled) << show(r);
   EXPECT_NE(r.out.find("compiled / eager: train "), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find("test accuracies: compiled "), std::string::npos) << show(r);
+  EXPECT_NE(r.out.find(" points against eager"), std::string::npos) << show(r);
 }
 
 TEST(CliBench, OpsJsonLineHasCaseAndMilliseconds) {
