@@ -198,25 +198,24 @@ if [ "$suite" = models ]; then
   trap 'rm -rf "$cache_dir"' EXIT
   lines=()
   for m in "${train_models[@]}"; do
-   # An empty kernel cache per model: its first round's compile seconds are cold.
-   rm -rf "$cache_dir/kc"
-   for ((r = 1; r <= rounds; r++)); do
-    [ "$json" = 1 ] || echo "  running $m$([ "$rounds" = 1 ] || echo ", round $r of $rounds") ..." >&2
-    later=(); [ "$r" = 1 ] || later=(--no-warm)
-    k="$(KILN_CACHE_DIR="$cache_dir/kc" "$KILN_BIN" bench models --json --models "$m" --modes "$kmodes" \
-        --phases "$kphases" --batch "$b" "${wargs[@]}" "${later[@]}")" || echo "vs_torch.sh: kiln bench models failed for $m" >&2
-    t="$(env -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$PY" "$ROOT/bench/torch_bench_models.py" \
-        --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" "${wargs[@]}" --label torch)" \
-      || echo "vs_torch.sh: torch failed for $m" >&2
-    tn="$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912 "$PY" \
-        "$ROOT/bench/torch_bench_models.py" --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" \
-        "${wargs[@]}" --label torch_no_mmap)" || echo "vs_torch.sh: torch --no-mmap failed for $m" >&2
-    lines+=("{\"round\": $r}" "$k" "$t" "$tn")
-   done
+    # An empty kernel cache per model: its first round's compile seconds are cold.
+    rm -rf "$cache_dir/kc"
+    for ((r = 1; r <= rounds; r++)); do
+      [ "$json" = 1 ] || echo "  running $m$([ "$rounds" = 1 ] || echo ", round $r of $rounds") ..." >&2
+      later=(); [ "$r" = 1 ] || later=(--no-warm)
+      k="$(KILN_CACHE_DIR="$cache_dir/kc" "$KILN_BIN" bench models --json --models "$m" --modes "$kmodes" \
+          --phases "$kphases" --batch "$b" "${wargs[@]}" "${later[@]}")" || echo "vs_torch.sh: kiln bench models failed for $m" >&2
+      t="$(env -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ -u MALLOC_TOP_PAD_ "$PY" "$ROOT/bench/torch_bench_models.py" \
+          --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" "${wargs[@]}" --label torch)" \
+        || echo "vs_torch.sh: torch failed for $m" >&2
+      tn="$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=536870912 "$PY" \
+          "$ROOT/bench/torch_bench_models.py" --models "$m" --phases "$kphases" --batch "$b" --threads "$threads" \
+          "${wargs[@]}" --label torch_no_mmap)" || echo "vs_torch.sh: torch --no-mmap failed for $m" >&2
+      lines+=("{\"round\": $r}" "$k" "$t" "$tn")
+    done
   done
   printf '%s\n' "${lines[@]}" | grep '^{' | "$PY" -c '
-import json, math, sys
-import statistics
+import json, math, statistics, sys
 as_json, modes, rounds = sys.argv[1] == "1", sys.argv[2].split(","), int(sys.argv[3])
 # cases[(model, phase)][round][mode] = the JSON object of that run
 cases, order, rnd = {}, [], 1
