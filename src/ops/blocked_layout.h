@@ -19,7 +19,11 @@
 //                           grad_output_layout its grad_out and indices (needs grad_input_layout)
 //   batch_norm              layout             its input and output (and a fused residual, input 5)
 //   batch_norm_backward     layout             its grad_out, input and output
-// (a pool's indices stay positions h * W + w in the input plane). The
+// (a pool's indices stay positions h * W + w in the input plane). Channels
+// not a multiple of 16 take oneDNN's padded form [N, ceil(C/16), H, W, 16]
+// (padded_blocked_shape) between conv2d's out_layout and in_layout and
+// max_pool2d's input_layout with its attribute channels = C (an NCHW output
+// of C channels); the padding lanes are zero. The
 // convolutions and pools give the plain op's results bit for bit; batch norm
 // sums its statistics lane by lane (equal within float rounding). Pointwise
 // ops need no attribute: on operands of one shape they mean the same in any
@@ -46,6 +50,19 @@ inline bool wants_blocked(const Attrs& a, const char* name, const char* op) {
   KILN_CHECK(v == kNChw16c, op, ": ", name, "=\"", v, "\" is not a layout kiln knows; the only one is \"", kNChw16c,
              "\" (or leave the attribute out for NCHW)");
   return true;
+}
+
+// The number of 16-channel blocks holding c channels.
+inline int64_t channel_blocks(int64_t c) { return (c + kChannelBlock - 1) / kChannelBlock; }
+
+// [N, ceil(C/16), H, W, 16] for the NCHW shape `s`, oneDNN's padded form of
+// nChw16c when C is not a multiple of 16: the last block's lanes from C % 16
+// on are padding, zero in a value the compiler keeps in this form (the
+// convolutions' outputs are written so), and the ops that read such a value
+// take its real channel count from elsewhere (the weight, an attribute).
+inline Shape padded_blocked_shape(const Shape& s, const char* op) {
+  KILN_CHECK(s.size() == 4, op, ": the nChw16c layout needs a 4-D NCHW shape, got ", shape_str(s));
+  return {s[0], channel_blocks(s[1]), s[2], s[3], kChannelBlock};
 }
 
 // [N, C/16, H, W, 16] for the NCHW shape `s`; C must be a multiple of 16.
@@ -81,6 +98,14 @@ inline Shape nchw_of_blocked(const Shape& b, const char* op) {
   KILN_CHECK(b.size() == 5 && b[4] == kChannelBlock, op, ": an nChw16c operand is [N, C/16, H, W, 16], got ",
              shape_str(b));
   return {b[0], b[1] * kChannelBlock, b[2], b[3]};
+}
+
+// The NCHW shape of a padded [N, ceil(C/16), H, W, 16] shape holding `channels` channels.
+inline Shape nchw_of_blocked(const Shape& b, int64_t channels, const char* op) {
+  KILN_CHECK(b.size() == 5 && b[4] == kChannelBlock && b[1] == channel_blocks(channels), op,
+             ": an nChw16c operand of ", channels, " channels is [N, ", channel_blocks(channels), ", H, W, 16], got ",
+             shape_str(b));
+  return {b[0], channels, b[2], b[3]};
 }
 
 }  // namespace kiln

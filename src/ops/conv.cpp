@@ -643,8 +643,14 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
     // bias for a forward convolution.
     std::memset(out.data_ptr(), 0, out.nbytes());
     if (kind == Kind::Forward && bias.defined()) {
-      Shape per_channel = blocked.dst ? Shape{1, g.O / kChannelBlock, 1, 1, kChannelBlock} : Shape{1, g.O, 1, 1};
-      cpu::copy_cast(bias.view(per_channel), out);
+      if (blocked.dst) {  // lane o % 16 of block o / 16; the padding stays zero
+        const Tensor bp = Tensor::empty({channel_blocks(g.O) * kChannelBlock}, out.dtype());
+        std::memset(bp.data_ptr(), 0, bp.nbytes());
+        cpu::copy_cast(bias, bp.slice(0, 0, g.O));
+        cpu::copy_cast(bp.view({1, channel_blocks(g.O), 1, 1, kChannelBlock}), out);
+      } else {
+        cpu::copy_cast(bias.view({1, g.O, 1, 1}), out);
+      }
     }
     apply_activation(act, out);
     return;
@@ -723,6 +729,12 @@ BlockedSides conv2d_layouts(const Attrs& a) {
 Shape activation_shape(const Shape& s, bool blocked, const char* op) {
   return blocked ? nchw_of_blocked(s, op) : s;
 }
+// The NCHW shape of conv2d's input x for weight w: an nChw16c input may be
+// padded (its channel count is the weight's in_channels times groups).
+Shape conv2d_input_shape(const Shape& x, const Shape& w, const Attrs& a, bool blocked) {
+  if (!blocked || w.size() != 4) return activation_shape(x, blocked, "conv2d");
+  return nchw_of_blocked(x, w[1] * a.i("groups"), "conv2d");
+}
 
 bool has_residual(TensorSpan in) { return in.size() > 3 && in[3].defined(); }
 
@@ -735,7 +747,7 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   const Device dev = common_device(in, "conv2d");
   const BlockedSides blocked = conv2d_layouts(a);
   if (blocked.src || blocked.dst) check_blocked_dtype(x, dev, "conv2d");
-  ConvGeom g = conv_geometry(activation_shape(x.shape(), blocked.src, "conv2d"), w.shape(), a, "conv2d");
+  ConvGeom g = conv_geometry(conv2d_input_shape(x.shape(), w.shape(), a, blocked.src), w.shape(), a, "conv2d");
   fused_activation(a, "conv2d");  // checks the names
   algorithm_of(a);
   if (in.size() > 2 && in[2].defined()) {
@@ -746,7 +758,7 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
                dtype_name(x.dtype()), "; cast them to one dtype");
   }
   Shape os{g.N, g.O, g.OH, g.OW};
-  if (blocked.dst) os = blocked_shape(os, "conv2d");
+  if (blocked.dst) os = padded_blocked_shape(os, "conv2d");
   if (has_residual(in)) {
     const Tensor& r = in[3];
     KILN_CHECK(r.shape() == os && r.dtype() == x.dtype(), "conv2d: the residual added to the output must have the ",
@@ -800,7 +812,7 @@ void conv2d_with_residual(const ConvGeom& g, TensorSpan in, Tensor& out, FusedAc
 
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const BlockedSides blocked = conv2d_layouts(a);
-  ConvGeom g = conv_geometry(activation_shape(in[0].shape(), blocked.src, "conv2d"), in[1].shape(), a, "conv2d");
+  ConvGeom g = conv_geometry(conv2d_input_shape(in[0].shape(), in[1].shape(), a, blocked.src), in[1].shape(), a, "conv2d");
   if (has_residual(in)) return conv2d_with_residual(g, in, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
   conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
@@ -942,6 +954,21 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
     return false;
   }
 }
+PaddedBlockedSides conv2d_keeps_padded_blocked(const Shape& x, const Shape& weight, bool bias, const Attrs& attrs) {
+  if (x.size() != 4 || weight.size() != 4 || algorithm_of(attrs) == ConvAlgo::Tuned) return {};
+  if (attrs.has("in_layout") || attrs.has("out_layout")) return {};  // asks about the plain op's node
+  ConvGeom g = conv_geometry(x, weight, attrs, "conv2d");
+  if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return {};
+  try {
+    const ConvAlgo algo = algorithm_of(attrs);
+    FusedActivation act = fused_activation(attrs, "conv2d");
+    if (!runs_as_post_op(DType::Float32, DataType::f32, g, bias, act, algo)) act = FusedActivation::None;
+    std::shared_ptr<ConvEntry> e = get_entry(Kind::Forward, g, bias, DataType::f32, act, algo, {true, true});
+    return {!e->a_in.needed, !e->c_out.needed};
+  } catch (const dnnl::error&) {
+    return {};
+  }
+}
 bool conv2d_residual_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
                                   const std::string& activation) {
   if (x.size() != 4 || weight.size() != 4) return false;
@@ -963,7 +990,7 @@ namespace {
 std::pair<Kind, ConvGeom> conv_op_geometry(OpId op, const Shape& in0, const Shape& in1, const Attrs& attrs) {
   if (op == OpId::conv2d)
     return {Kind::Forward,
-            conv_geometry(activation_shape(in0, conv2d_layouts(attrs).src, "conv2d"), in1, attrs, "conv2d")};
+            conv_geometry(conv2d_input_shape(in0, in1, attrs, conv2d_layouts(attrs).src), in1, attrs, "conv2d")};
   if (op == OpId::conv2d_backward_input)
     return {Kind::BackwardData, BackwardOp<Kind::BackwardData>::geometry(in1, attrs)};
   KILN_CHECK(op == OpId::conv2d_backward_weight, "conv2d geometry: ", op_name(op), " is not a convolution");

@@ -338,8 +338,12 @@ void transpose_tile16(const float* tile, int64_t n, Rows&& rows, One&& one) {
 // transposed into its 16 NCHW planes, or, with blocked_out, stored as they
 // are: y and the indices nChw16c too (an index is still h * W + w of the
 // input plane).
-void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64_t* idx, bool blocked_out) {
+// channels: the real channel count (x may be padded: its last block's lanes
+// from channels % 16 on are not written to a plain y).
+void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64_t* idx, bool blocked_out,
+                      int64_t channels) {
   constexpr int64_t L = kChannelBlock;
+  const int64_t cb = x.shape()[1];
   KILN_CHECK(g.H * g.W < (int64_t{1} << 31), "max_pool2d: planes of ", g.H, "x", g.W, " are too large for the ",
              "nChw16c kernel's 32-bit offsets; use smaller images");
   const Tensor xc = x.contiguous();
@@ -349,7 +353,7 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
   // Every window inside the plane (ceil_mode's last one may hang over).
   const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
                           g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
-  cpu::parallel_for(g.planes / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
+  cpu::parallel_for(x.shape()[0] * cb, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
     std::vector<float> tm(static_cast<size_t>(out_plane * L));
     std::vector<int32_t> tk(idx ? static_cast<size_t>(out_plane * L) : 0);
     for (int64_t b = b0; b < b1; ++b) {
@@ -426,27 +430,38 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
           }
         }
       }
-      float* yb = yp + b * L * out_plane;  // the block's 16 planes, one after the other
+      // The block's planes (16, fewer in a padded last block), one after the other.
+      const int64_t first = b / cb * channels + b % cb * L, lanes = std::min(L, channels - b % cb * L);
+      float* yb = yp + first * out_plane;
       if (blocked_out) {
+        yb = yp + b * L * out_plane;
         std::memcpy(static_cast<void*>(yb), tm.data(), sizeof(float) * static_cast<size_t>(out_plane * L));
         if (idx)
           std::copy(tk.begin(), tk.end(), idx + b * L * out_plane);
         continue;
       }
       transpose_tile16(
-          tm.data(), out_plane, [&](int64_t l, int64_t o, __m256 v) { _mm256_storeu_ps(yb + l * out_plane + o, v); },
-          [&](int64_t l, int64_t o, int64_t i) { yb[l * out_plane + o] = tm[static_cast<size_t>(i)]; });
+          tm.data(), out_plane,
+          [&](int64_t l, int64_t o, __m256 v) {
+            if (l < lanes) _mm256_storeu_ps(yb + l * out_plane + o, v);
+          },
+          [&](int64_t l, int64_t o, int64_t i) {
+            if (l < lanes) yb[l * out_plane + o] = tm[static_cast<size_t>(i)];
+          });
       if (!idx) continue;
-      int64_t* ib = idx + b * L * out_plane;
+      int64_t* ib = idx + first * out_plane;
       transpose_tile16(
           reinterpret_cast<const float*>(tk.data()), out_plane,
           [&](int64_t l, int64_t o, __m256 v) {
+            if (l >= lanes) return;
             const __m256i k = _mm256_castps_si256(v);
             auto* dst = reinterpret_cast<__m256i*>(ib + l * out_plane + o);
             _mm256_storeu_si256(dst, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)));
             _mm256_storeu_si256(dst + 1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)));
           },
-          [&](int64_t l, int64_t o, int64_t i) { ib[l * out_plane + o] = tk[static_cast<size_t>(i)]; });
+          [&](int64_t l, int64_t o, int64_t i) {
+            if (l < lanes) ib[l * out_plane + o] = tk[static_cast<size_t>(i)];
+          });
     }
   });
 }
@@ -455,7 +470,11 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
 Shape max_pool_input_shape(const Tensor& x, const Attrs& a) {
   if (!wants_blocked(a, "input_layout", "max_pool2d")) return x.shape();
   check_blocked_dtype(x, x.device(), "max_pool2d");
-  return nchw_of_blocked(x.shape(), "max_pool2d");
+  if (!a.has("channels")) return nchw_of_blocked(x.shape(), "max_pool2d");
+  // A padded input (channels not a multiple of 16) pools into a plain output.
+  KILN_CHECK(!a.has("output_layout"), "max_pool2d: channels=", a.i("channels"), " (a padded nChw16c input) pools into ",
+             "an NCHW output; leave output_layout out");
+  return nchw_of_blocked(x.shape(), a.i("channels"), "max_pool2d");
 }
 // output_layout=nChw16c: y and the indices in the blocked layout; only from
 // a blocked input (the kernel pools blocks).
@@ -479,7 +498,7 @@ void max_pool_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const Shape xs = max_pool_input_shape(in[0], a);
   PoolGeom g = pool_geometry(xs, a, "max_pool2d", true);
   int64_t* ip = wants_max_pool_indices(a) ? out[1].data<int64_t>() : nullptr;
-  if (xs != in[0].shape()) return max_pool_blocked(g, in[0], out[0], ip, max_pool_blocked_out(a));
+  if (xs != in[0].shape()) return max_pool_blocked(g, in[0], out[0], ip, max_pool_blocked_out(a), xs[1]);
   bool fast = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
               g.dw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
   std::vector<int32_t> corner;

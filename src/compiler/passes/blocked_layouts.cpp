@@ -7,6 +7,7 @@
 
 #include "compiler/graph/rewrite.h"
 #include "ops/blocked_layout.h"
+#include "ops/conv_fused.h"
 #include "ops/op_def.h"
 
 namespace kiln::compiler {
@@ -28,12 +29,25 @@ struct PortGroup {
   const char* attr;
   std::vector<Port> ports;
   Port needs{false, kNone};
+  bool padded = false;  // its ports may hold a value of channels not a multiple of 16 (padded_blocked_shape)
 };
 
 // Whether the value at port p of group grp has the dtype the group's op takes blocked.
 bool dtype_fits(const PortGroup& grp, Port p, DType d) {
   if (grp.attr[0] == '\0') return true;
   return d == (p.indices ? DType::Int64 : DType::Float32);
+}
+
+bool padded_channels(const ValueType& t) { return t.shape.size() == 4 && t.shape[1] % kChannelBlock != 0; }
+
+// Which sides of a plain conv2d node take padded nChw16c values as they are
+// (asked only where one of them has channels not a multiple of 16).
+PaddedBlockedSides padded_sides(const Graph& g, const Node& n) {
+  const ValueType& x = g.type(n.inputs[0]);
+  if (!padded_channels(x) && !padded_channels(g.type(n.outputs[0]))) return {};
+  if (x.dtype != DType::Float32 || x.device != Device::cpu() || x.symbolic_dims != 0) return {};
+  const bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  return conv2d_keeps_padded_blocked(x.shape, g.type(n.inputs[1]).shape, bias, n.attrs);
 }
 
 // The port groups of node n that can hold nChw16c values; every other port
@@ -43,13 +57,16 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
   auto in = [](size_t i) { return Port{false, i}; };
   auto out = [](size_t i) { return Port{true, i}; };
   switch (n.op) {
-    case OpId::conv2d:  // with a residual (input 3), that takes the output's layout
-      if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) return {{"in_layout", {in(0)}}, {"out_layout", {out(0), in(3)}}};
-      return {{"in_layout", {in(0)}}, {"out_layout", {out(0)}}};
+    case OpId::conv2d: {  // with a residual (input 3), that takes the output's layout
+      const PaddedBlockedSides padded = padded_sides(g, n);
+      if (n.inputs.size() > 3 && n.inputs[3] != kNoValue)
+        return {{"in_layout", {in(0)}, {false, kNone}, padded.src}, {"out_layout", {out(0), in(3)}}};
+      return {{"in_layout", {in(0)}, {false, kNone}, padded.src}, {"out_layout", {out(0)}, {false, kNone}, padded.dst}};
+    }
     case OpId::conv2d_backward_input: return {{"grad_out_layout", {in(0)}}, {"grad_input_layout", {out(0)}}};
     case OpId::conv2d_backward_weight: return {{"grad_out_layout", {in(0)}}, {"input_layout", {in(1)}}};
-    case OpId::max_pool2d: {
-      std::vector<PortGroup> r{{"input_layout", {in(0)}}, {"output_layout", {out(0)}, in(0)}};
+    case OpId::max_pool2d: {  // a padded input pools into a plain output (the attribute channels says how many)
+      std::vector<PortGroup> r{{"input_layout", {in(0)}, {false, kNone}, true}, {"output_layout", {out(0)}, in(0)}};
       if (g.type(n.outputs[1]).shape.size() == 4) r[1].ports.push_back({true, 1, true});  // the indices, when made
       return r;
     }
@@ -76,10 +93,10 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
   return {grp};
 }
 
-// A contiguous 4-D NCHW value with channels a multiple of 16 and no symbolic
-// dim but the batch: what nChw16c can hold.
+// A contiguous 4-D NCHW value with no symbolic dim but the batch: what
+// nChw16c can hold (padded where the channels are not a multiple of 16).
 bool blockable(const ValueType& t) {
-  return t.device == Device::cpu() && t.shape.size() == 4 && t.shape[1] > 0 && t.shape[1] % kChannelBlock == 0 &&
+  return t.device == Device::cpu() && t.shape.size() == 4 && t.shape[1] > 0 &&
          (t.symbolic_dims & ~uint64_t{1}) == 0 && t.strides == contiguous_strides(t.shape);
 }
 
@@ -102,7 +119,7 @@ int keep_blocked_layouts(Graph& g) {
   const std::vector<bool> mutated = mutated_storage(g);
   for (size_t v = 0; v < nv; ++v)
     if (mutated[v]) blocked[v] = false;
-  std::vector<int> grouped_ports(nv, 0), all_ports(nv, 0);
+  std::vector<int> grouped_ports(nv, 0), padded_ports(nv, 0), all_ports(nv, 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     for (ValueId v : n.inputs)
@@ -110,11 +127,16 @@ int keep_blocked_layouts(Graph& g) {
     for (ValueId v : n.outputs) ++all_ports[static_cast<size_t>(v)];
     for (const PortGroup& grp : groups[i])
       for (Port p : grp.ports)
-        if (ValueId v = value_at(n, p); v != kNoValue && dtype_fits(grp, p, g.type(v).dtype))
+        if (ValueId v = value_at(n, p); v != kNoValue && dtype_fits(grp, p, g.type(v).dtype)) {
           ++grouped_ports[static_cast<size_t>(v)];
+          if (grp.padded) ++padded_ports[static_cast<size_t>(v)];
+        }
   }
+  // A padded value only between ports that keep its padding lanes zero and
+  // read it without a reorder.
   for (size_t v = 0; v < nv; ++v)
-    if (grouped_ports[v] != all_ports[v]) blocked[v] = false;
+    if (grouped_ports[v] != all_ports[v] || (padded_channels(g.values[v].type) && padded_ports[v] != all_ports[v]))
+      blocked[v] = false;
 
   // A group is all blocked or none; a group that requires another port is
   // none without it. Each round only clears, so this ends.
@@ -139,13 +161,15 @@ int keep_blocked_layouts(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
     for (const PortGroup& grp : groups[i])
-      if (grp.attr[0] != '\0' && blocked[static_cast<size_t>(value_at(n, grp.ports[0]))])
+      if (ValueId v = value_at(n, grp.ports[0]); grp.attr[0] != '\0' && blocked[static_cast<size_t>(v)]) {
         n.attrs.set(grp.attr, std::string(kNChw16c));
+        if (n.op == OpId::max_pool2d && padded_channels(g.type(v))) n.attrs.set("channels", g.type(v).shape[1]);
+      }
   }
   for (size_t v = 0; v < nv; ++v) {
     if (!blocked[v]) continue;
     ValueType& t = g.values[v].type;
-    t.shape = blocked_shape(t.shape, "blocked_layouts");
+    t.shape = padded_blocked_shape(t.shape, "blocked_layouts");
     t.strides = contiguous_strides(t.shape);
     t.symbolic_dims &= 1;
     ++made;

@@ -11,7 +11,13 @@
 // (ops/blocked_layout.h), when it is a contiguous 4-D CPU value with channels
 // a multiple of 16 (no symbolic dim but the batch), not a graph input or
 // output, its storage never written in place, and every port that produces
-// or reads it takes the layout:
+// or reads it takes the layout. A value of other channel counts becomes
+// oneDNN's padded form [N, ceil(C/16), H, W, 16] (zero lanes after channel
+// C) when, besides, each of its ports keeps the padding zero and reads it
+// without a reorder: a static-shape float32 conv2d's input or output where
+// oneDNN's primitive computes in that layout as it is
+// (conv2d_keeps_padded_blocked), and max_pool2d's input (its output stays
+// NCHW; the pass sets the pool's attribute channels to C). The ports:
 //   conv2d                   input (in_layout), output (out_layout)
 //   conv2d_backward_input    grad_out (grad_out_layout), output (grad_input_layout)
 //   conv2d_backward_weight   grad_out (grad_out_layout), input (input_layout)
