@@ -845,7 +845,7 @@ Tensors conv2d_back(const BackwardCtx& c, TensorSpan grads) {
 // ---- conv2d_backward_input / conv2d_backward_weight ----
 void check_grad_out(const Tensor& go, const ConvGeom& g, bool blocked, const char* op) {
   Shape want{g.N, g.O, g.OH, g.OW};
-  if (blocked) want = blocked_shape(want, op);
+  if (blocked) want = padded_blocked_shape(want, op);
   KILN_CHECK(go.shape() == want, op, ": grad_out has shape ", shape_str(go.shape()), " but the convolution's output is ",
              shape_str(want), blocked ? " (grad_out_layout=nChw16c)" : "");
 }
@@ -866,8 +866,10 @@ struct BackwardOp {
   }
   static ConvGeom geometry(const Shape& other, const Attrs& a) {
     const bool src = layouts(a).src;
+    const Shape& w = out_shape(a);  // Weights: the weight's shape, giving a padded input's channels
     return kData ? conv_geometry(out_shape(a), other, a, name)
-                 : conv_geometry(activation_shape(other, src, name), out_shape(a), a, name);
+                 : conv_geometry(src && w.size() == 4 ? nchw_of_blocked(other, w[1] * a.i("groups"), name) : other,
+                                 w, a, name);
   }
 };
 template <Kind K>
@@ -884,13 +886,37 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
   check_grad_out(go, Op::geometry(other.shape(), a), blocked.dst, Op::name);
   algorithm_of(a);  // checks the name
   Shape os = Op::out_shape(a);
-  if (Op::kData && blocked.src) os = blocked_shape(os, Op::name);
+  if (Op::kData && blocked.src) os = padded_blocked_shape(os, Op::name);
   return {{os, go.dtype(), dev}};
+}
+// Zeroes lanes c % 16.. of the last block of each pixel of a padded nChw16c
+// tensor t of c channels. oneDNN's backward-data primitive computes those
+// lanes from the weights' zero padding, so they are zero only while grad_out
+// is finite (an infinite gradient makes them NaN, and a forward convolution
+// reading NaN padding would spread it through its zero weights); a padded
+// value's readers count on zeros there. It writes 32 bytes of each
+// pixel's last block (airbench's stem gradient: 3.9 MB at batch 128).
+void zero_padding_lanes(const Tensor& t, int64_t c) {
+  const int64_t from = c % kChannelBlock;
+  if (from == 0) return;
+  const Shape& s = t.shape();  // [N, Cb, H, W, 16]
+  const int64_t plane = s[2] * s[3];
+  float* p = t.data<float>();
+  cpu::parallel_for(s[0], 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      float* last = p + ((n * s[1] + s[1] - 1) * plane) * kChannelBlock;
+      for (int64_t i = 0; i < plane; ++i)
+        std::memset(static_cast<void*>(last + i * kChannelBlock + from), 0,
+                    sizeof(float) * static_cast<size_t>(kChannelBlock - from));
+    }
+  });
 }
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], FusedActivation::None,
-               algorithm_of(a), BackwardOp<K>::layouts(a));
+  const ConvGeom g = BackwardOp<K>::geometry(in[1].shape(), a);
+  const BlockedSides blocked = BackwardOp<K>::layouts(a);
+  conv_compute(K, g, in[0], in[1], Tensor(), out[0], FusedActivation::None, algorithm_of(a), blocked);
+  if (K == Kind::BackwardData && blocked.src) zero_padding_lanes(out[0], g.C);
 }
 
 // ---- conv2d_backward_input(grad_out, weight) -> grad_input ----
@@ -954,21 +980,6 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
     return false;
   }
 }
-PaddedBlockedSides conv2d_keeps_padded_blocked(const Shape& x, const Shape& weight, bool bias, const Attrs& attrs) {
-  if (x.size() != 4 || weight.size() != 4 || algorithm_of(attrs) == ConvAlgo::Tuned) return {};
-  if (attrs.has("in_layout") || attrs.has("out_layout")) return {};  // asks about the plain op's node
-  ConvGeom g = conv_geometry(x, weight, attrs, "conv2d");
-  if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return {};
-  try {
-    const ConvAlgo algo = algorithm_of(attrs);
-    FusedActivation act = fused_activation(attrs, "conv2d");
-    if (!runs_as_post_op(DType::Float32, DataType::f32, g, bias, act, algo)) act = FusedActivation::None;
-    std::shared_ptr<ConvEntry> e = get_entry(Kind::Forward, g, bias, DataType::f32, act, algo, {true, true});
-    return {!e->a_in.needed, !e->c_out.needed};
-  } catch (const dnnl::error&) {
-    return {};
-  }
-}
 bool conv2d_residual_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
                                   const std::string& activation) {
   if (x.size() != 4 || weight.size() != 4) return false;
@@ -998,6 +1009,30 @@ std::pair<Kind, ConvGeom> conv_op_geometry(OpId op, const Shape& in0, const Shap
 }
 }  // namespace
 
+PaddedBlockedSides conv_keeps_padded_blocked(OpId op, const Shape& in0, const Shape& in1, bool bias,
+                                             const Attrs& attrs) {
+  if (in0.size() != 4 || in1.size() != 4 || algorithm_of(attrs) == ConvAlgo::Tuned) return {};
+  for (const char* layout : {"in_layout", "out_layout", "grad_out_layout", "grad_input_layout", "input_layout"})
+    if (attrs.has(layout)) return {};  // asks about the plain op's node
+  try {
+    const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
+    if (g.N * g.C * g.H * g.W == 0 || g.O * g.OH * g.OW == 0) return {};
+    const ConvAlgo algo = algorithm_of(attrs);
+    FusedActivation act = kind == Kind::Forward ? fused_activation(attrs, "conv2d") : FusedActivation::None;
+    if (!runs_as_post_op(DType::Float32, DataType::f32, g, bias, act, algo)) act = FusedActivation::None;
+    std::shared_ptr<ConvEntry> e = get_entry(kind, g, kind == Kind::Forward && bias, DataType::f32, act, algo,
+                                             {true, true});
+    // a, b, c (get_entry): Forward src, weights, dst; BackwardData diff_dst,
+    // weights, diff_src; BackwardWeights diff_dst, src, diff_weights.
+    if (kind == Kind::Forward) return {!e->a_in.needed, !e->c_out.needed};
+    if (kind == Kind::BackwardData) return {!e->c_out.needed, !e->a_in.needed};
+    return {!e->b_in.needed, !e->a_in.needed};
+  } catch (const dnnl::error&) {
+    return {};
+  } catch (const Error&) {
+    return {};
+  }
+}
 bool conv_bf16_runs_float32(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs) {
   const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
   const Bf16Path path = bf16_path(kind, g, bias);

@@ -33,17 +33,22 @@ bool conv2d_post_op_pays(const Shape& x, const Shape& weight, bool bias, const C
 bool conv2d_residual_post_op_pays(const Shape& x, const Shape& weight, bool bias, const Conv2dParams& p,
                                   const std::string& activation);
 
-// Whether a float32 conv2d node (x its NCHW input shape, `attrs` its
-// attributes, no layout attributes yet) computes straight from a padded
-// nChw16c input (src: oneDNN's primitive reads that layout, no reorder) and
-// into a padded nChw16c output (dst: written in place, padding lanes zeroed
-// by oneDNN). The layout pass keeps a value of channels not a multiple of
+// Whether a float32 conv2d, conv2d_backward_input or conv2d_backward_weight
+// node (in0, in1 its first two inputs' NCHW shapes, `attrs` its attributes,
+// no layout attributes yet) computes with its activations in padded nChw16c
+// as they are: src the input side (conv2d's input, conv2d_backward_input's
+// output, conv2d_backward_weight's input), dst the output side (conv2d's
+// output, the backward ops' grad_out), each true where oneDNN's primitive
+// reads or writes that layout with no reorder. Outputs' padding lanes are
+// zero (conv2d: oneDNN writes them; conv2d_backward_input zeroes them after
+// the primitive). The layout pass keeps a value of channels not a multiple of
 // 16 padded only between ports that take it so. False for algorithm="tuned"
-// (its choice is made at the first call) and for shapes conv2d rejects.
+// (its choice is made at the first call) and for shapes the ops reject.
 struct PaddedBlockedSides {
   bool src = false, dst = false;
 };
-PaddedBlockedSides conv2d_keeps_padded_blocked(const Shape& x, const Shape& weight, bool bias, const Attrs& attrs);
+PaddedBlockedSides conv_keeps_padded_blocked(OpId op, const Shape& in0, const Shape& in1, bool bias,
+                                             const Attrs& attrs);
 
 // How one conv2d, conv2d_backward_input or conv2d_backward_weight call runs
 // on this CPU as things stand (kiln explain): `in0`, `in1` its first two

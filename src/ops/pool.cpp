@@ -558,7 +558,9 @@ std::vector<TensorMeta> max_pool_bwd_infer(TensorSpan in, const Attrs& a) {
   check_pool_dtype(go, "max_pool2d_backward");
   if (wants_blocked(a, "grad_input_layout", "max_pool2d_backward")) {
     check_blocked_dtype(go, go.device(), "max_pool2d_backward");
-    return {{blocked_shape(xs, "max_pool2d_backward"), go.dtype(), go.device()}};
+    // From an NCHW grad_out the channels may be padded (zero lanes).
+    return {{blocked_go ? blocked_shape(xs, "max_pool2d_backward") : padded_blocked_shape(xs, "max_pool2d_backward"),
+             go.dtype(), go.device()}};
   }
   return {{xs, go.dtype(), go.device()}};
 }
@@ -650,7 +652,8 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
     PoolGeom pg{};
     pg.H = xs[2], pg.W = xs[3], pg.OH = idx.shape()[2], pg.OW = idx.shape()[3];
     const bool two_by_two = blocked_go && 2 * pg.OH <= pg.H && 2 * pg.OW <= pg.W && in_plane < (int64_t{1} << 31);
-    cpu::parallel_for(xs[0] * xs[1] / L, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
+    const int64_t channels = xs[1], cb = channel_blocks(channels);
+    cpu::parallel_for(xs[0] * cb, std::max<int64_t>(1, 16384 / in_block), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         float* db = dp + b * in_block;
         if (two_by_two && max_pool_bwd_block_2x2(pg, gp + b * L * out_plane, ip + b * L * out_plane, db)) continue;
@@ -666,8 +669,11 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
             }
           continue;
         }
-        for (int64_t l = 0; l < L; ++l)
-          scatter_plane(gp + (b * L + l) * out_plane, ip + (b * L + l) * out_plane, out_plane, db + l, L, in_plane, bad);
+        // The block's NCHW grad_out planes (fewer than 16 in a padded last
+        // block, whose other lanes stay zero).
+        const int64_t first = b / cb * channels + b % cb * L, lanes = std::min(L, channels - b % cb * L);
+        for (int64_t l = 0; l < lanes; ++l)
+          scatter_plane(gp + (first + l) * out_plane, ip + (first + l) * out_plane, out_plane, db + l, L, in_plane, bad);
       }
     });
   } else {

@@ -252,6 +252,16 @@ TEST(BlockedLayoutOps, PaddedChannelsConvolutionsAndPoolMatchThePlainOps) {
     Attrs a2 = testing::conv2d_attrs(1);
     expect_bitwise(dispatch(OpId::conv2d, {yb, w2}, blocked(a2, "in_layout"))[0],
                    dispatch(OpId::conv2d, {y, w2}, a2)[0], "conv2d in_layout, padded");
+    // The gradient of that input, padded, with zero padding lanes (what its
+    // readers count on), and the weight gradient from the padded input.
+    Tensor go = randn({2, 32, 10, 10});
+    Attrs ga = Attrs(a2).set("input_shape", y.shape());
+    Tensor gi = dispatch(OpId::conv2d_backward_input, {go, w2}, ga)[0];
+    expect_bitwise(dispatch(OpId::conv2d_backward_input, {go, w2}, blocked(ga, "grad_input_layout"))[0],
+                   to_padded_blocked(gi), "conv2d_backward_input grad_input_layout, padded");
+    Attrs wa = Attrs(a2).set("weight_shape", w2.shape());
+    expect_bitwise(dispatch(OpId::conv2d_backward_weight, {go, yb}, blocked(wa, "input_layout"))[0],
+                   dispatch(OpId::conv2d_backward_weight, {go, y}, wa)[0], "conv2d_backward_weight input_layout, padded");
     // kiln explain --executable describes it as the plain convolution.
     EXPECT_EQ(describe_conv_run(OpId::conv2d, yb.shape(), w2.shape(), false, DType::Float32, blocked(a2, "in_layout")).impl,
               describe_conv_run(OpId::conv2d, y.shape(), w2.shape(), false, DType::Float32, a2).impl);
@@ -523,6 +533,42 @@ TEST(BlockedLayouts, CompiledAirbenchEvalUsesItAndMatchesEager) {
   }
   EXPECT_EQ(blocked_out, cpu_has_avx512() ? 5 : 0);
   EXPECT_EQ(blocked_in, cpu_has_avx512() ? 5 : 0);
+}
+
+// Whole compiled train steps (cpp backend, SGD with momentum) against eager:
+// the tutorial's 6-channel first layer and airbench's 24-channel stem keep
+// their values and gradients padded nChw16c (a convolution's backward-data
+// output and a pool's backward write zero padding lanes; the bias gradient
+// sums lanes), and losses and weights agree.
+TEST(BlockedLayouts, CompiledTrainStepsKeepPaddedStemsAndMatchEager) {
+  for (const char* name : {"tutorial", "airbench"}) {
+    SCOPED_TRACE(name);
+    manual_seed(61);
+    auto eager = models::create(name, 1.0);
+    manual_seed(61);
+    auto compiled = models::create(name, 1.0);
+    optim::SGD opt_e(eager->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    optim::SGD opt_c(compiled->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    auto step = kiln::testing::compile_train_step(compiled, opt_c, CompileOptions().fullgraph(true).backend("cpp"));
+    manual_seed(62);
+    for (int i = 0; i < 2; ++i) {
+      Tensor x = randn({4, 3, 32, 32}), y = randint(0, 10, {4});
+      Tensor loss_e = cross_entropy(eager->forward(x), y);
+      opt_e.zero_grad();
+      loss_e.backward();
+      opt_e.step();
+      EXPECT_NEAR(step(x, y).item(), loss_e.item(), 1e-4 * std::abs(loss_e.item())) << "step " << i;
+    }
+    auto pe = eager->state_dict(), pc = compiled->state_dict();
+    ASSERT_EQ(pe.size(), pc.size());
+    for (size_t i = 0; i < pe.size(); ++i) EXPECT_TENSOR_CLOSE(pc[i].second, pe[i].second, 1e-4, 1e-5) << pe[i].first;
+    // The padded gradient: the pool's backward (tutorial) or the convolution's (airbench).
+    int padded_gradients = 0;
+    for (const Node& n : step.state().variants.back()->segments.at(0)->executable.nodes)
+      padded_gradients += n.kind == NodeKind::Op && n.attrs.has("grad_input_layout") &&
+                          n.attrs.ints("input_shape")[1] % kChannelBlock != 0;
+    EXPECT_EQ(padded_gradients, cpu_has_avx512() ? 1 : 0);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/graph/rebuilder.h"
 #include "compiler/graph/rewrite.h"
 #include "ops/blocked_layout.h"
 #include "ops/conv_fused.h"
@@ -40,14 +41,48 @@ bool dtype_fits(const PortGroup& grp, Port p, DType d) {
 
 bool padded_channels(const ValueType& t) { return t.shape.size() == 4 && t.shape[1] % kChannelBlock != 0; }
 
-// Which sides of a plain conv2d node take padded nChw16c values as they are
-// (asked only where one of them has channels not a multiple of 16).
+// Which sides of a plain convolution node (conv2d or its backward ops) take
+// padded nChw16c values as they are (asked only where one of its
+// activations has channels not a multiple of 16).
 PaddedBlockedSides padded_sides(const Graph& g, const Node& n) {
-  const ValueType& x = g.type(n.inputs[0]);
-  if (!padded_channels(x) && !padded_channels(g.type(n.outputs[0]))) return {};
-  if (x.dtype != DType::Float32 || x.device != Device::cpu() || x.symbolic_dims != 0) return {};
-  const bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-  return conv2d_keeps_padded_blocked(x.shape, g.type(n.inputs[1]).shape, bias, n.attrs);
+  const ValueType& a = g.type(n.inputs[0]);
+  const ValueType& b = g.type(n.inputs[1]);
+  const ValueType& c = g.type(n.outputs[0]);
+  if (!padded_channels(a) && !padded_channels(c) && !(n.op == OpId::conv2d_backward_weight && padded_channels(b)))
+    return {};
+  for (const ValueType* t : {&a, &b, &c})
+    if (t->dtype != DType::Float32 || t->device != Device::cpu() || t->symbolic_dims != 0) return {};
+  const bool bias = n.op == OpId::conv2d && n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  return conv_keeps_padded_blocked(n.op, a.shape, b.shape, bias, n.attrs);
+}
+
+// Pointwise ops whose result is zero where their blocked operands are: the
+// padding lanes of a padded value stay zero through them.
+bool keeps_zero_padding(const Graph& g, const Node& n, const Shape& shape) {
+  switch (n.op) {
+    case OpId::relu:
+    case OpId::gelu:
+    case OpId::relu_backward:  // grad where the result is positive
+    case OpId::gelu_backward:  // grad times gelu'(x)
+    case OpId::neg: return true;
+    case OpId::add:
+    case OpId::sub:
+    case OpId::mul:  // with every operand blocked (a broadcast value could be nonzero or infinite)
+      return std::all_of(n.inputs.begin(), n.inputs.end(),
+                         [&](ValueId v) { return v == kNoValue || g.type(v).shape == shape; });
+    default: return false;
+  }
+}
+
+// sum over dims 0, 2, 3 of a 4-D value to its channels (a bias gradient):
+// over a blocked value the same dims give [C/16, 16] lanes, which
+// sum_blocked_channels views as the channels.
+bool is_channel_sum(const Graph& g, const Node& n) {
+  if (n.op != OpId::sum || n.inputs.size() != 1 || !n.attr_inputs.empty()) return false;
+  if (g.type(n.inputs[0]).shape.size() != 4 || (n.attrs.has("keepdim") && n.attrs.b("keepdim"))) return false;
+  std::vector<int64_t> dims = n.attrs.ints("dims");
+  std::sort(dims.begin(), dims.end());
+  return dims == std::vector<int64_t>{0, 2, 3};
 }
 
 // The port groups of node n that can hold nChw16c values; every other port
@@ -63,15 +98,27 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
         return {{"in_layout", {in(0)}, {false, kNone}, padded.src}, {"out_layout", {out(0), in(3)}}};
       return {{"in_layout", {in(0)}, {false, kNone}, padded.src}, {"out_layout", {out(0)}, {false, kNone}, padded.dst}};
     }
-    case OpId::conv2d_backward_input: return {{"grad_out_layout", {in(0)}}, {"grad_input_layout", {out(0)}}};
-    case OpId::conv2d_backward_weight: return {{"grad_out_layout", {in(0)}}, {"input_layout", {in(1)}}};
+    case OpId::conv2d_backward_input: {
+      const PaddedBlockedSides padded = padded_sides(g, n);
+      return {{"grad_out_layout", {in(0)}, {false, kNone}, padded.dst},
+              {"grad_input_layout", {out(0)}, {false, kNone}, padded.src}};
+    }
+    case OpId::conv2d_backward_weight: {
+      const PaddedBlockedSides padded = padded_sides(g, n);
+      return {{"grad_out_layout", {in(0)}, {false, kNone}, padded.dst},
+              {"input_layout", {in(1)}, {false, kNone}, padded.src}};
+    }
     case OpId::max_pool2d: {  // a padded input pools into a plain output (the attribute channels says how many)
       std::vector<PortGroup> r{{"input_layout", {in(0)}, {false, kNone}, true}, {"output_layout", {out(0)}, in(0)}};
       if (g.type(n.outputs[1]).shape.size() == 4) r[1].ports.push_back({true, 1, true});  // the indices, when made
       return r;
     }
-    case OpId::max_pool2d_backward:
-      return {{"grad_input_layout", {out(0)}}, {"grad_output_layout", {in(0), {false, 1, true}}, out(0)}};
+    case OpId::max_pool2d_backward:  // a padded output from an NCHW grad_out (its padding lanes zero-filled)
+      return {{"grad_input_layout", {out(0)}, {false, kNone}, true},
+              {"grad_output_layout", {in(0), {false, 1, true}}, out(0)}};
+    case OpId::sum:
+      if (is_channel_sum(g, n)) return {{"", {in(0)}, {false, kNone}, true}};
+      return {};
     case OpId::batch_norm:  // with a fused residual (input 5), that too
       if (n.inputs.size() > 5 && n.inputs[5] != kNoValue) return {{"layout", {in(0), in(5), out(0)}}};
       return {{"layout", {in(0), out(0)}}};
@@ -82,8 +129,8 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
   // operand has its output's shape (those join the group) or is a single
   // broadcast value.
   if (op_kind(n.op) != OpKind::Pointwise || n.outputs.size() != 1) return {};
-  PortGroup grp{"", {out(0)}};
   const Shape& shape = g.type(n.outputs[0]).shape;
+  PortGroup grp{"", {out(0)}, {false, kNone}, keeps_zero_padding(g, n, shape)};
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (n.inputs[i] == kNoValue) continue;
     const Shape& s = g.type(n.inputs[i]).shape;
@@ -101,6 +148,35 @@ bool blockable(const ValueType& t) {
 }
 
 ValueId value_at(const Node& n, Port p) { return p.output ? n.outputs[p.index] : n.inputs[p.index]; }
+
+// Each marked channel sum now reads a blocked [N, C/16, H, W, 16] value: it
+// becomes the sum over the same dims ([C/16, 16], lane by lane), viewed as
+// the channels and, where padded, sliced to the first C.
+void sum_blocked_channels(Graph& g, const std::vector<bool>& marked) {
+  if (std::none_of(marked.begin(), marked.end(), [](bool b) { return b; })) return;
+  Graph out;
+  {
+    Rebuilder rb(g, out);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (!marked[i]) {
+        rb.copy_node(n);
+        continue;
+      }
+      rb.begin(n);
+      const ValueId x = rb.mapped(n.inputs[0]);
+      const int64_t lanes = rb.type(x).shape[1] * kChannelBlock, channels = g.type(n.outputs[0]).shape[0];
+      ValueId s = rb.op(OpId::view, {rb.op(OpId::sum, {x}, n.attrs)}, Attrs().set("shape", Shape{lanes}));
+      if (channels != lanes)
+        s = rb.op(OpId::slice, {s}, Attrs().set("dim", int64_t{0}).set("start", int64_t{0}).set("end", channels)
+                                        .set("step", int64_t{1}));
+      rb.set(n.outputs[0], s);
+    }
+    for (ValueId v : g.outputs) out.outputs.push_back(rb.mapped(v));
+  }
+  out.name = g.name;
+  g = std::move(out);
+}
 
 }  // namespace
 
@@ -166,6 +242,9 @@ int keep_blocked_layouts(Graph& g) {
         if (n.op == OpId::max_pool2d && padded_channels(g.type(v))) n.attrs.set("channels", g.type(v).shape[1]);
       }
   }
+  std::vector<bool> channel_sums(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    channel_sums[i] = is_channel_sum(g, g.nodes[i]) && blocked[static_cast<size_t>(g.nodes[i].inputs[0])];
   for (size_t v = 0; v < nv; ++v) {
     if (!blocked[v]) continue;
     ValueType& t = g.values[v].type;
@@ -174,6 +253,7 @@ int keep_blocked_layouts(Graph& g) {
     t.symbolic_dims &= 1;
     ++made;
   }
+  sum_blocked_channels(g, channel_sums);
   return made;
 }
 
