@@ -889,34 +889,10 @@ std::vector<TensorMeta> conv2d_bwd_infer(TensorSpan in, const Attrs& a) {
   if (Op::kData && blocked.src) os = padded_blocked_shape(os, Op::name);
   return {{os, go.dtype(), dev}};
 }
-// Zeroes lanes c % 16.. of the last block of each pixel of a padded nChw16c
-// tensor t of c channels. oneDNN's backward-data primitive computes those
-// lanes from the weights' zero padding, so they are zero only while grad_out
-// is finite (an infinite gradient makes them NaN, and a forward convolution
-// reading NaN padding would spread it through its zero weights); a padded
-// value's readers count on zeros there. It writes 32 bytes of each
-// pixel's last block (airbench's stem gradient: 3.9 MB at batch 128).
-void zero_padding_lanes(const Tensor& t, int64_t c) {
-  const int64_t from = c % kChannelBlock;
-  if (from == 0) return;
-  const Shape& s = t.shape();  // [N, Cb, H, W, 16]
-  const int64_t plane = s[2] * s[3];
-  float* p = t.data<float>();
-  cpu::parallel_for(s[0], 1, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      float* last = p + ((n * s[1] + s[1] - 1) * plane) * kChannelBlock;
-      for (int64_t i = 0; i < plane; ++i)
-        std::memset(static_cast<void*>(last + i * kChannelBlock + from), 0,
-                    sizeof(float) * static_cast<size_t>(kChannelBlock - from));
-    }
-  });
-}
 template <Kind K>
 void conv2d_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
-  const ConvGeom g = BackwardOp<K>::geometry(in[1].shape(), a);
-  const BlockedSides blocked = BackwardOp<K>::layouts(a);
-  conv_compute(K, g, in[0], in[1], Tensor(), out[0], FusedActivation::None, algorithm_of(a), blocked);
-  if (K == Kind::BackwardData && blocked.src) zero_padding_lanes(out[0], g.C);
+  conv_compute(K, BackwardOp<K>::geometry(in[1].shape(), a), in[0], in[1], Tensor(), out[0], FusedActivation::None,
+               algorithm_of(a), BackwardOp<K>::layouts(a));
 }
 
 // ---- conv2d_backward_input(grad_out, weight) -> grad_input ----

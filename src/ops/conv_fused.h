@@ -39,9 +39,12 @@ bool conv2d_residual_post_op_pays(const Shape& x, const Shape& weight, bool bias
 // as they are: src the input side (conv2d's input, conv2d_backward_input's
 // output, conv2d_backward_weight's input), dst the output side (conv2d's
 // output, the backward ops' grad_out), each true where oneDNN's primitive
-// reads or writes that layout with no reorder. Outputs' padding lanes are
-// zero (conv2d: oneDNN writes them; conv2d_backward_input zeroes them after
-// the primitive). The layout pass keeps a value of channels not a multiple of
+// reads or writes that layout with no reorder. Outputs' padding lanes come
+// out zero: oneDNN's direct kernels write zeros there, and the Winograd and
+// backward-data kernels compute them from the weights' zero padding (its
+// reorders zero-pad), so they are zero while the operands are finite
+// (measured with NaN-filled output buffers, oneDNN 2.6, direct and
+// Winograd, forward and backward data). The layout pass keeps a value of channels not a multiple of
 // 16 padded only between ports that take it so. False for algorithm="tuned"
 // (its choice is made at the first call) and for shapes the ops reject.
 struct PaddedBlockedSides {

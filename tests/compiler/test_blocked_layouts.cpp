@@ -262,6 +262,17 @@ TEST(BlockedLayoutOps, PaddedChannelsConvolutionsAndPoolMatchThePlainOps) {
     Attrs wa = Attrs(a2).set("weight_shape", w2.shape());
     expect_bitwise(dispatch(OpId::conv2d_backward_weight, {go, yb}, blocked(wa, "input_layout"))[0],
                    dispatch(OpId::conv2d_backward_weight, {go, y}, wa)[0], "conv2d_backward_weight input_layout, padded");
+    // A layer of Winograd's size (airbench's 24 -> 64 at batch 8): forward
+    // from a padded input into a padded output, and its backward data.
+    Tensor x3 = randn({8, c, 31, 31}), w3 = randn({c, c, 3, 3});
+    expect_bitwise(dispatch(OpId::conv2d, {to_padded_blocked(x3), w3}, blocked(blocked(a2, "in_layout"), "out_layout"))[0],
+                   to_padded_blocked(dispatch(OpId::conv2d, {x3, w3}, a2)[0]), "conv2d 31x31, padded both sides");
+    Tensor go3 = randn({8, c, 31, 31});
+    Attrs ga3 = Attrs(a2).set("input_shape", x3.shape());
+    expect_bitwise(
+        dispatch(OpId::conv2d_backward_input, {to_padded_blocked(go3), w3},
+                 blocked(blocked(ga3, "grad_out_layout"), "grad_input_layout"))[0],
+        to_padded_blocked(dispatch(OpId::conv2d_backward_input, {go3, w3}, ga3)[0]), "backward data 31x31, padded");
     // kiln explain --executable describes it as the plain convolution.
     EXPECT_EQ(describe_conv_run(OpId::conv2d, yb.shape(), w2.shape(), false, DType::Float32, blocked(a2, "in_layout")).impl,
               describe_conv_run(OpId::conv2d, y.shape(), w2.shape(), false, DType::Float32, a2).impl);

@@ -14,10 +14,16 @@
 // or reads it takes the layout. A value of other channel counts becomes
 // oneDNN's padded form [N, ceil(C/16), H, W, 16] (zero lanes after channel
 // C) when, besides, each of its ports keeps the padding zero and reads it
-// without a reorder: a static-shape float32 conv2d's input or output where
-// oneDNN's primitive computes in that layout as it is
-// (conv2d_keeps_padded_blocked), and max_pool2d's input (its output stays
-// NCHW; the pass sets the pool's attribute channels to C). The ports:
+// without a reorder: a static-shape float32 convolution's activation port
+// (any of the three ops) where oneDNN's primitive computes in that layout as
+// it is (conv_keeps_padded_blocked), max_pool2d's input (its output stays
+// NCHW; the pass sets the pool's attribute channels to C),
+// max_pool2d_backward's output from an NCHW grad_out, pointwise ops that
+// keep zeros (relu, gelu, their backward, neg; add, sub, mul of blocked
+// operands only) and channel sums. A channel sum (sum over dims 0, 2, 3 of
+// a 4-D value, a bias gradient) of a blocked value becomes the sum over the
+// blocked dims 0, 2, 3 ([C/16, 16]) viewed as the channels, sliced to C
+// where padded. The ports:
 //   conv2d                   input (in_layout), output (out_layout)
 //   conv2d_backward_input    grad_out (grad_out_layout), output (grad_input_layout)
 //   conv2d_backward_weight   grad_out (grad_out_layout), input (input_layout)
