@@ -4,6 +4,7 @@
 #include "compiler/lower/lower_graph.h"
 #include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
+#include "compiler/schedule/hoist_fills.h"
 #include "graph_builder.h"
 
 namespace kiln::compiler::schedule {
@@ -162,6 +163,41 @@ TEST(FuseHorizontal, WaitsForWhatTheLaterKernelReads) {
   fuse_horizontal(p);
   EXPECT_EQ(p.kernels.size(), before) << print(p);
   EXPECT_EQ(before, 3u);
+}
+
+// A 0-d fill as the capture writes a learning rate: full() of a scalar.
+ValueId scalar_fill(GraphBuilder& b, double v) {
+  return b.op(OpId::full, {},
+              Attrs().set("shape", Shape{}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", v));
+}
+
+TEST(FuseHorizontal, AKeptValueAndItsElementwiseReaderAreOneKernel) {
+  // SGD with momentum for one parameter: the new buffer (kept: the step
+  // copies it back) and the new parameter computed from it. The learning
+  // rate's fill sat between the two kernels; moved first, the second joins
+  // the first and reads the buffer's expression instead of its store.
+  GraphBuilder b;
+  ValueId buf = b.input(randn({6})), grad = b.input(randn({6})), w = b.input(randn({6}));
+  ValueId m = b.op(OpId::add, {b.op(OpId::mul, {buf, scalar_fill(b, 0.9)}), grad});
+  ValueId nw = b.op(OpId::add, {w, b.op(OpId::mul, {m, scalar_fill(b, -0.1)})});
+  b.output(m);
+  b.output(nw);
+  LoopProgram p = lower_and_fuse(b.g);
+  ASSERT_EQ(p.kernels.size(), 2u) << print(p);
+  EXPECT_EQ(hoist_fills(p), 2);
+  fuse_horizontal(p);
+  EXPECT_EQ(print(p),
+            "extern %3 = full()  # #3\n"
+            "extern %6 = full()  # #6\n"
+            "kernel k0 covers #4, 5, 7, 8 {\n"
+            "  for i0 in [0, 6):\n"
+            "    t0 = mul(%0[i0], %3[0])\n"
+            "    t1 = add(t0, %1[i0])\n"
+            "    t2 = mul(t1, %6[0])\n"
+            "    t3 = add(%2[i0], t2)\n"
+            "    %5[i0] = t1\n"
+            "    %8[i0] = t3\n"
+            "}\n");
 }
 
 TEST(FuseVertical, AWriteAfterTheConsumersDoesNotStopIt) {

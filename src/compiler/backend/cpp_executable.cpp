@@ -13,6 +13,7 @@
 #include "compiler/passes/pipeline.h"
 #include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
+#include "compiler/schedule/hoist_fills.h"
 #include "kiln/profile.h"
 
 namespace kiln::compiler {
@@ -21,6 +22,7 @@ using lower::Step;
 
 CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lower::lower_graph(g)) {
   schedule::fuse_vertical(program_);
+  schedule::hoist_fills(program_);
   schedule::fuse_horizontal(program_);
   lower::merge_loops(program_);
   if (dump_enabled("loops"))

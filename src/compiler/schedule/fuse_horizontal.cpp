@@ -2,6 +2,7 @@
 #include "compiler/schedule/fuse_horizontal.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "compiler/schedule/step_writes.h"
 
@@ -20,16 +21,39 @@ bool same_loops(const std::vector<Loop>& a, const std::vector<Loop>& b) {
   return true;
 }
 
-// C's operands renumbered into K; C's stores appended.
+// The store of pointwise kernel k that load l reads element for element
+// (the same buffer at the same coordinates), or nullptr.
+const Store* same_element_store(const Kernel& k, const Load& l) {
+  if (k.is_reduction()) return nullptr;
+  for (const Store& st : k.stores)
+    if (st.buffer == l.buffer) {
+      if (st.coords.size() != l.coords.size() || st.sizes.size() != l.sizes.size()) return nullptr;
+      for (size_t d = 0; d < st.coords.size(); ++d)
+        if (!(st.coords[d] == l.coords[d])) return nullptr;
+      for (size_t d = 0; d < st.sizes.size(); ++d)
+        if (!(st.sizes[d] == l.sizes[d])) return nullptr;
+      return &st;
+    }
+  return nullptr;
+}
+
+// C's operands renumbered into K; C's stores appended. A load of a value K
+// stores (element for element: same_element_store) reads K's expression
+// for it instead.
 void join(Kernel& k, const Kernel& c) {
   const int acc_offset = static_cast<int>(k.reductions.size());
   std::vector<int> load_to;
-  for (const Load& l : c.loads) load_to.push_back(k.add_load(l));
+  std::vector<std::optional<ScalarExpr>> computed(c.loads.size());
+  for (size_t i = 0; i < c.loads.size(); ++i) {
+    if (const Store* st = same_element_store(k, c.loads[i])) computed[i] = st->value;
+    load_to.push_back(computed[i] ? -1 : k.add_load(c.loads[i]));
+  }
   const int index_offset = static_cast<int>(k.index_values.size());
   k.index_values.insert(k.index_values.end(), c.index_values.begin(), c.index_values.end());
   auto renumber = [&](int i) {
     if (i >= kIndexValueBase) return ScalarExpr::input(i + index_offset);
     if (i >= kAccumulatorBase) return ScalarExpr::input(i + acc_offset);
+    if (const auto& e = computed.at(static_cast<size_t>(i))) return *e;
     return ScalarExpr::input(load_to.at(static_cast<size_t>(i)));
   };
   for (const Reduction& r : c.reductions) k.reductions.push_back({r.op, map_inputs(r.value, renumber)});
@@ -64,8 +88,12 @@ void fuse_horizontal(LoopProgram& p) {
       if (removed[t] || p.steps[t].kind != Step::Kind::Kernel) continue;
       const Kernel& c = p.kernels[static_cast<size_t>(p.steps[t].kernel)];
       if (!same_loops(k.loops, c.loops) || !same_loops(k.reduce_loops, c.reduce_loops)) continue;
+      // Every buffer C reads exists when K runs, or K computes it element
+      // for element (a pointwise chain whose middle value is also kept: the
+      // optimizer's new momentum buffer, read by the parameter update and
+      // copied back into the buffer).
       bool ready = std::all_of(c.loads.begin(), c.loads.end(), [&](const Load& l) {
-        return defined_at[static_cast<size_t>(l.buffer)] < static_cast<int>(s);
+        return defined_at[static_cast<size_t>(l.buffer)] < static_cast<int>(s) || same_element_store(k, l) != nullptr;
       });
       if (!ready || writes.written_between(c.loads, s, t)) continue;
       std::vector<ScalarExpr> all = expressions(k);
