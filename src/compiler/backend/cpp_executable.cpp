@@ -14,6 +14,7 @@
 #include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
 #include "compiler/schedule/hoist_fills.h"
+#include "compiler/schedule/store_copy_backs.h"
 #include "kiln/profile.h"
 
 namespace kiln::compiler {
@@ -24,6 +25,7 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
   schedule::fuse_vertical(program_);
   schedule::hoist_fills(program_);
   schedule::fuse_horizontal(program_);
+  schedule::store_copy_backs(program_);
   lower::merge_loops(program_);
   if (dump_enabled("loops"))
     std::cerr << "// ---- loops of graph " << g.name << " (" << program_.kernels.size() << " kernels) ----\n"
@@ -41,6 +43,7 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
         Argument a;
         a.value = v;
         a.stored = std::any_of(k.stores.begin(), k.stores.end(), [&](const lower::Store& x) { return x.buffer == v; });
+        if (a.stored && !program_.stored_into.empty()) a.into = program_.stored_into[static_cast<size_t>(v)];
         const ValueType& t = g.type(v);
         a.shape = t.shape;
         for (size_t d = 0; d < t.shape.size(); ++d)
@@ -58,8 +61,13 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& st = program_.steps[s];
     std::vector<ValueId> reads;
-    if (st.kind == Step::Kind::Kernel) reads = buffers_[static_cast<size_t>(st.kernel)];
-    else reads = g.nodes[static_cast<size_t>(st.node)].inputs;
+    if (st.kind == Step::Kind::Kernel) {
+      reads = buffers_[static_cast<size_t>(st.kernel)];
+      for (const Argument& a : arguments_[static_cast<size_t>(st.kernel)])
+        if (a.into != kNoValue) reads.push_back(a.into);
+    } else {
+      reads = g.nodes[static_cast<size_t>(st.node)].inputs;
+    }
     for (ValueId v : reads)
       if (v != kNoValue) last_use[static_cast<size_t>(v)] = static_cast<int>(s);
   }
@@ -127,15 +135,25 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
       case Step::Kind::Kernel: {
         auto k = static_cast<size_t>(st.kernel);
         std::vector<Tensor> held;  // contiguous copies live through the call
+        std::vector<std::pair<Tensor, Tensor>> copy_backs;  // (destination, value) after the call
         std::vector<void*> pointers;
         pointers.reserve(arguments_[k].size());
         for (const Argument& a : arguments_[k]) {
-          if (a.stored) {
+          if (a.stored && a.into != kNoValue && tensor(a.into).is_contiguous()) {
+            // The copy-back made in place: the kernel stores into the destination.
+            const Tensor& dst = tensor(a.into);
+            pointers.push_back(dst.data_ptr());
+            env[static_cast<size_t>(a.value)] = dst;
+            copy_backs.emplace_back(dst, Tensor());
+          } else if (a.stored) {
             Shape shape = a.shape;
             for (size_t d : a.symbolic_dims) shape[d] = s0;
             Tensor out = Tensor::empty(shape, a.dtype, a.device);
             if (a.wrapped_number) out.impl()->wrapped_number = true;
             pointers.push_back(out.data_ptr());
+            // A destination not contiguous at run time (a channels-last
+            // parameter): the copy-back runs right after the kernel.
+            if (a.into != kNoValue) copy_backs.emplace_back(tensor(a.into), out);
             env[static_cast<size_t>(a.value)] = std::move(out);
           } else {
             const Tensor& in = tensor(a.value);
@@ -149,6 +167,10 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
         }
         ProfileRange timed(kernel_names_[k].c_str());  // a profile shows each generated kernel by name
         functions_[k](pointers.data(), sizes);
+        for (auto& [dst, value] : copy_backs) {
+          if (value.defined()) dst.copy_(value);
+          else dst.bump_version();  // as the copy_ would have
+        }
         break;
       }
     }

@@ -61,6 +61,7 @@ class CppExecutable : public GraphExecutable {
   struct Argument {
     ValueId value = kNoValue;
     bool stored = false;
+    ValueId into = kNoValue;  // stored: the value whose memory takes the store (LoopProgram::stored_into)
     Shape shape;
     std::vector<size_t> symbolic_dims;
     DType dtype = DType::Float32;

@@ -199,7 +199,15 @@ std::string print(const LoopProgram& p) {
   std::string out;
   for (const Step& s : p.steps) {
     switch (s.kind) {
-      case Step::Kind::Kernel: out += print(p.kernels.at(static_cast<size_t>(s.kernel))); break;
+      case Step::Kind::Kernel: {
+        const Kernel& k = p.kernels.at(static_cast<size_t>(s.kernel));
+        out += print(k);
+        for (const Store& x : k.stores)
+          if (static_cast<size_t>(x.buffer) < p.stored_into.size() && p.stored_into[static_cast<size_t>(x.buffer)] != kNoValue)
+            out += "  # " + numbered("%", x.buffer) + " is stored in " +
+                   numbered("%", p.stored_into[static_cast<size_t>(x.buffer)]) + "'s memory (its copy-back)\n";
+        break;
+      }
       case Step::Kind::Extern:
       case Step::Kind::View: {
         const Node& n = p.graph->nodes.at(static_cast<size_t>(s.node));

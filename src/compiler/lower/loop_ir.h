@@ -78,6 +78,10 @@ struct Kernel {
   std::vector<IndexExpr> index_values;
   std::vector<Reduction> reductions;
   std::vector<Store> stores;
+  // Buffers that share memory (a store made in place of a copy-back and the
+  // destination it loads: schedule/store_copy_backs.h); the renderers do not
+  // declare them __restrict__.
+  std::vector<ValueId> aliased;
 
   bool is_reduction() const { return !reductions.empty(); }
   // Operand number of a new load (an equal load already there is reused).
@@ -98,6 +102,9 @@ struct LoopProgram {
   // Per value: the run needs it as a tensor (a graph output, an input of an
   // extern node or of a view run eagerly); a fused kernel must not inline it.
   std::vector<bool> needs_tensor;
+  // Per value (empty: none): the value whose memory a kernel's store of it
+  // writes, its copy-back made in place (schedule/store_copy_backs.h).
+  std::vector<ValueId> stored_into;
 };
 
 // prefix followed by n ("i0", "k3"); appended, since GCC 12 warns falsely

@@ -60,7 +60,8 @@ class VectorRenderer {
       ValueId v = buffers_[b];
       DType t = buffer_dtype(v);
       std::string type = std::string(is_stored(v) ? "" : "const ") + element_type(t);
-      emit(1, type + "* __restrict__ b" + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
+      const bool aliased = std::find(k_.aliased.begin(), k_.aliased.end(), v) != k_.aliased.end();
+      emit(1, type + (aliased ? "* b" : "* __restrict__ b") + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
                   std::to_string(b) + "]);  // %" + std::to_string(v));
     }
     emit(1, "const int64_t s0 = sizes[0];");
