@@ -23,9 +23,9 @@ using lower::Step;
 
 CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lower::lower_graph(g)) {
   schedule::fuse_vertical(program_);
-  schedule::hoist_fills(program_);
+  if (!pass_disabled("hoist_fills")) schedule::hoist_fills(program_);
   schedule::fuse_horizontal(program_);
-  schedule::store_copy_backs(program_);
+  if (!pass_disabled("store_copy_backs")) schedule::store_copy_backs(program_);
   lower::merge_loops(program_);
   if (dump_enabled("loops"))
     std::cerr << "// ---- loops of graph " << g.name << " (" << program_.kernels.size() << " kernels) ----\n"

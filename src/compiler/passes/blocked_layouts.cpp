@@ -31,6 +31,11 @@ struct PortGroup {
   std::vector<Port> ports;
   Port needs{false, kNone};
   bool padded = false;  // its ports may hold a value of channels not a multiple of 16 (padded_blocked_shape)
+  // A padded value costs it work per padding lane (pointwise kernels, a
+  // pool's backward, a channel sum), where oneDNN's convolutions compute in
+  // the padded layout anyway and the forward pool replaces a reorder that
+  // read as much.
+  bool padding_costs = false;
 };
 
 // Whether the value at port p of group grp has the dtype the group's op takes blocked.
@@ -40,6 +45,16 @@ bool dtype_fits(const PortGroup& grp, Port p, DType d) {
 }
 
 bool padded_channels(const ValueType& t) { return t.shape.size() == 4 && t.shape[1] % kChannelBlock != 0; }
+
+// Padding lanes per real channel past which ports that pay for padding lanes
+// (PortGroup::padding_costs) keep a value NCHW: the tutorial's 6 channels in
+// 16 lanes made its train step 6% slower (relu's backward, the pool's backward
+// and the bias sum over 2.7x the elements), airbench's 24 in 32 did not.
+constexpr double kMaxPaddedWork = 1.5;
+bool padding_too_costly(const ValueType& t) {
+  return padded_channels(t) &&
+         static_cast<double>(channel_blocks(t.shape[1]) * kChannelBlock) > kMaxPaddedWork * static_cast<double>(t.shape[1]);
+}
 
 // Which sides of a plain convolution node (conv2d or its backward ops) take
 // padded nChw16c values as they are (asked only where one of its
@@ -114,10 +129,10 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
       return r;
     }
     case OpId::max_pool2d_backward:  // a padded output from an NCHW grad_out (its padding lanes zero-filled)
-      return {{"grad_input_layout", {out(0)}, {false, kNone}, true},
+      return {{"grad_input_layout", {out(0)}, {false, kNone}, true, true},
               {"grad_output_layout", {in(0), {false, 1, true}}, out(0)}};
     case OpId::sum:
-      if (is_channel_sum(g, n)) return {{"", {in(0)}, {false, kNone}, true}};
+      if (is_channel_sum(g, n)) return {{"", {in(0)}, {false, kNone}, true, true}};
       return {};
     case OpId::batch_norm:  // with a fused residual (input 5), that too
       if (n.inputs.size() > 5 && n.inputs[5] != kNoValue) return {{"layout", {in(0), in(5), out(0)}}};
@@ -130,7 +145,7 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
   // broadcast value.
   if (op_kind(n.op) != OpKind::Pointwise || n.outputs.size() != 1) return {};
   const Shape& shape = g.type(n.outputs[0]).shape;
-  PortGroup grp{"", {out(0)}, {false, kNone}, keeps_zero_padding(g, n, shape)};
+  PortGroup grp{"", {out(0)}, {false, kNone}, keeps_zero_padding(g, n, shape), true};
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (n.inputs[i] == kNoValue) continue;
     const Shape& s = g.type(n.inputs[i]).shape;
@@ -195,7 +210,7 @@ int keep_blocked_layouts(Graph& g) {
   const std::vector<bool> mutated = mutated_storage(g);
   for (size_t v = 0; v < nv; ++v)
     if (mutated[v]) blocked[v] = false;
-  std::vector<int> grouped_ports(nv, 0), padded_ports(nv, 0), all_ports(nv, 0);
+  std::vector<int> grouped_ports(nv, 0), padded_ports(nv, 0), costly_ports(nv, 0), all_ports(nv, 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     for (ValueId v : n.inputs)
@@ -206,12 +221,14 @@ int keep_blocked_layouts(Graph& g) {
         if (ValueId v = value_at(n, p); v != kNoValue && dtype_fits(grp, p, g.type(v).dtype)) {
           ++grouped_ports[static_cast<size_t>(v)];
           if (grp.padded) ++padded_ports[static_cast<size_t>(v)];
+          if (grp.padding_costs) ++costly_ports[static_cast<size_t>(v)];
         }
   }
   // A padded value only between ports that keep its padding lanes zero and
   // read it without a reorder.
   for (size_t v = 0; v < nv; ++v)
-    if (grouped_ports[v] != all_ports[v] || (padded_channels(g.values[v].type) && padded_ports[v] != all_ports[v]))
+    if (grouped_ports[v] != all_ports[v] || (padded_channels(g.values[v].type) && padded_ports[v] != all_ports[v]) ||
+        (padding_too_costly(g.values[v].type) && costly_ports[v] > 0))
       blocked[v] = false;
 
   // A group is all blocked or none; a group that requires another port is

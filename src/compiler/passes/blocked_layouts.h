@@ -20,7 +20,9 @@
 // NCHW; the pass sets the pool's attribute channels to C),
 // max_pool2d_backward's output from an NCHW grad_out, pointwise ops that
 // keep zeros (relu, gelu, their backward, neg; add, sub, mul of blocked
-// operands only) and channel sums. A channel sum (sum over dims 0, 2, 3 of
+// operands only) and channel sums; where the lanes exceed 1.5x the channels
+// (6 in 16), only the ports that cost nothing per padding lane (the
+// convolutions' and the forward pool's). A channel sum (sum over dims 0, 2, 3 of
 // a 4-D value, a bias gradient) of a blocked value becomes the sum over the
 // blocked dims 0, 2, 3 ([C/16, 16]) viewed as the channels, sliced to C
 // where padded. The ports:

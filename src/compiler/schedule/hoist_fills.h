@@ -9,6 +9,7 @@
 // Requires: a LoopProgram. Guarantees: the same values: a fill reads no
 // buffer and no state (random fills, which advance the generator, stay
 // where they are), and the other steps keep their order.
+// KILN_DISABLE_PASSES=hoist_fills turns it off (the cpp backend skips it).
 #pragma once
 #include "compiler/lower/loop_ir.h"
 

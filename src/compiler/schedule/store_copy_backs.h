@@ -19,6 +19,7 @@
 // LoopProgram::stored_into[src] names dst; the executable passes dst's
 // memory for the store (a non-contiguous dst at run time gets the copy
 // right after the kernel instead, which the same conditions allow).
+// KILN_DISABLE_PASSES=store_copy_backs turns it off (the cpp backend skips it).
 #pragma once
 #include "compiler/lower/loop_ir.h"
 
