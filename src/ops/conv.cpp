@@ -725,15 +725,13 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
 BlockedSides conv2d_layouts(const Attrs& a) {
   return {wants_blocked(a, "in_layout", "conv2d"), wants_blocked(a, "out_layout", "conv2d")};
 }
-// The NCHW shape of an activation operand, nChw16c when `blocked`.
-Shape activation_shape(const Shape& s, bool blocked, const char* op) {
-  return blocked ? nchw_of_blocked(s, op) : s;
-}
-// The NCHW shape of conv2d's input x for weight w: an nChw16c input may be
-// padded (its channel count is the weight's in_channels times groups).
-Shape conv2d_input_shape(const Shape& x, const Shape& w, const Attrs& a, bool blocked) {
-  if (!blocked || w.size() != 4) return activation_shape(x, blocked, "conv2d");
-  return nchw_of_blocked(x, w[1] * a.i("groups"), "conv2d");
+// The NCHW shape of a convolution's input-side activation x (conv2d's and
+// conv2d_backward_weight's input), nChw16c when `blocked`: possibly padded,
+// its channel count is the weight w's in_channels times groups.
+Shape input_activation_shape(const Shape& x, bool blocked, const Shape& w, const Attrs& a, const char* op) {
+  if (!blocked) return x;
+  if (w.size() != 4) return nchw_of_blocked(x, op);  // conv_geometry names the bad weight
+  return nchw_of_blocked(x, w[1] * a.i("groups"), op);
 }
 
 bool has_residual(TensorSpan in) { return in.size() > 3 && in[3].defined(); }
@@ -747,7 +745,7 @@ std::vector<TensorMeta> conv2d_infer(TensorSpan in, const Attrs& a) {
   const Device dev = common_device(in, "conv2d");
   const BlockedSides blocked = conv2d_layouts(a);
   if (blocked.src || blocked.dst) check_blocked_dtype(x, dev, "conv2d");
-  ConvGeom g = conv_geometry(conv2d_input_shape(x.shape(), w.shape(), a, blocked.src), w.shape(), a, "conv2d");
+  ConvGeom g = conv_geometry(input_activation_shape(x.shape(), blocked.src, w.shape(), a, "conv2d"), w.shape(), a, "conv2d");
   fused_activation(a, "conv2d");  // checks the names
   algorithm_of(a);
   if (in.size() > 2 && in[2].defined()) {
@@ -812,7 +810,7 @@ void conv2d_with_residual(const ConvGeom& g, TensorSpan in, Tensor& out, FusedAc
 
 void conv2d_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
   const BlockedSides blocked = conv2d_layouts(a);
-  ConvGeom g = conv_geometry(conv2d_input_shape(in[0].shape(), in[1].shape(), a, blocked.src), in[1].shape(), a, "conv2d");
+  ConvGeom g = conv_geometry(input_activation_shape(in[0].shape(), blocked.src, in[1].shape(), a, "conv2d"), in[1].shape(), a, "conv2d");
   if (has_residual(in)) return conv2d_with_residual(g, in, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
   conv_compute(Kind::Forward, g, in[0], in[1], bias, out[0], fused_activation(a, "conv2d"), algorithm_of(a), blocked);
@@ -866,10 +864,8 @@ struct BackwardOp {
   }
   static ConvGeom geometry(const Shape& other, const Attrs& a) {
     const bool src = layouts(a).src;
-    const Shape& w = out_shape(a);  // Weights: the weight's shape, giving a padded input's channels
     return kData ? conv_geometry(out_shape(a), other, a, name)
-                 : conv_geometry(src && w.size() == 4 ? nchw_of_blocked(other, w[1] * a.i("groups"), name) : other,
-                                 w, a, name);
+                 : conv_geometry(input_activation_shape(other, src, out_shape(a), a, name), out_shape(a), a, name);
   }
 };
 template <Kind K>
@@ -977,7 +973,7 @@ namespace {
 std::pair<Kind, ConvGeom> conv_op_geometry(OpId op, const Shape& in0, const Shape& in1, const Attrs& attrs) {
   if (op == OpId::conv2d)
     return {Kind::Forward,
-            conv_geometry(conv2d_input_shape(in0, in1, attrs, conv2d_layouts(attrs).src), in1, attrs, "conv2d")};
+            conv_geometry(input_activation_shape(in0, conv2d_layouts(attrs).src, in1, attrs, "conv2d"), in1, attrs, "conv2d")};
   if (op == OpId::conv2d_backward_input)
     return {Kind::BackwardData, BackwardOp<Kind::BackwardData>::geometry(in1, attrs)};
   KILN_CHECK(op == OpId::conv2d_backward_weight, "conv2d geometry: ", op_name(op), " is not a convolution");

@@ -330,6 +330,17 @@ void transpose_tile16(const float* tile, int64_t n, Rows&& rows, One&& one) {
     for (int64_t l = 0; l < 16; ++l) one(l, o, o * 16 + l);
 }
 
+// The NCHW planes of nChw16c block b (of cb blocks per image) holding
+// `channels` channels: the first plane's index, and how many there are (16,
+// fewer in a padded last block).
+struct BlockPlanes {
+  int64_t first, lanes;
+};
+BlockPlanes block_planes(int64_t b, int64_t cb, int64_t channels) {
+  const int64_t in_image = b % cb * kChannelBlock;
+  return {b / cb * channels + in_image, std::min(kChannelBlock, channels - in_image)};
+}
+
 // max_pool2d over an nChw16c input (ops/blocked_layout.h; the compiler's
 // layout pass): the 16 channels of a block pooled side by side, each window
 // walked in max_pool_plane's order with its tie and NaN rule (a later value
@@ -430,8 +441,8 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
           }
         }
       }
-      // The block's planes (16, fewer in a padded last block), one after the other.
-      const int64_t first = b / cb * channels + b % cb * L, lanes = std::min(L, channels - b % cb * L);
+      // The block's planes, one after the other.
+      const auto [first, lanes] = block_planes(b, cb, channels);
       float* yb = yp + first * out_plane;
       if (blocked_out) {
         yb = yp + b * L * out_plane;
@@ -671,7 +682,7 @@ void max_pool_bwd_kernel(TensorSpan in, std::span<Tensor> out, const Attrs& a) {
         }
         // The block's NCHW grad_out planes (fewer than 16 in a padded last
         // block, whose other lanes stay zero).
-        const int64_t first = b / cb * channels + b % cb * L, lanes = std::min(L, channels - b % cb * L);
+        const auto [first, lanes] = block_planes(b, cb, channels);
         for (int64_t l = 0; l < lanes; ++l)
           scatter_plane(gp + (first + l) * out_plane, ip + (first + l) * out_plane, out_plane, db + l, L, in_plane, bad);
       }

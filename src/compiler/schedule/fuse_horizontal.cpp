@@ -26,14 +26,7 @@ bool same_loops(const std::vector<Loop>& a, const std::vector<Loop>& b) {
 const Store* same_element_store(const Kernel& k, const Load& l) {
   if (k.is_reduction()) return nullptr;
   for (const Store& st : k.stores)
-    if (st.buffer == l.buffer) {
-      if (st.coords.size() != l.coords.size() || st.sizes.size() != l.sizes.size()) return nullptr;
-      for (size_t d = 0; d < st.coords.size(); ++d)
-        if (!(st.coords[d] == l.coords[d])) return nullptr;
-      for (size_t d = 0; d < st.sizes.size(); ++d)
-        if (!(st.sizes[d] == l.sizes[d])) return nullptr;
-      return &st;
-    }
+    if (st.buffer == l.buffer) return st.coords == l.coords && st.sizes == l.sizes ? &st : nullptr;
   return nullptr;
 }
 

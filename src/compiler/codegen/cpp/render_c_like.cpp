@@ -10,6 +10,10 @@ namespace kiln::compiler::codegen {
 
 using namespace lower;
 
+const char* pointer_declarator(const Kernel& k, ValueId v) {
+  return std::find(k.aliased.begin(), k.aliased.end(), v) != k.aliased.end() ? "* " : "* __restrict__ ";
+}
+
 std::vector<ValueId> kernel_buffers(const Kernel& k) {
   std::vector<ValueId> b;
   for (const Load& l : k.loads)
@@ -126,8 +130,7 @@ std::string CLikeRenderer::render(const Kernel& k) {
     DType t = stored ? std::find_if(k.stores.begin(), k.stores.end(), [&](const Store& st) { return st.buffer == v; })->dtype
                      : std::find_if(k.loads.begin(), k.loads.end(), [&](const Load& l) { return l.buffer == v; })->dtype;
     std::string type = std::string(stored ? "" : "const ") + c_element_type(t);
-    const bool aliased = std::find(k.aliased.begin(), k.aliased.end(), v) != k.aliased.end();
-    emit(s, 1, type + (aliased ? "* b" : "* __restrict__ b") + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
+    emit(s, 1, type + pointer_declarator(k, v) + "b" + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
                    std::to_string(b) + "]);  // %" + std::to_string(v));
   }
   emit(s, 1, "const int64_t s0 = sizes[0];");

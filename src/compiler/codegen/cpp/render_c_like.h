@@ -24,6 +24,9 @@ namespace kiln::compiler::codegen {
 // The buffers a kernel's function receives: loaded ones first (in load
 // order, each once), then stored ones.
 std::vector<ValueId> kernel_buffers(const lower::Kernel& k);
+// How buffer v's pointer is declared: "* __restrict__ ", or "* " where it
+// shares memory with another of the kernel's buffers (Kernel::aliased).
+const char* pointer_declarator(const lower::Kernel& k, ValueId v);
 // C type of a buffer element ("float", "bool").
 const char* c_element_type(DType t);
 

@@ -60,8 +60,7 @@ class VectorRenderer {
       ValueId v = buffers_[b];
       DType t = buffer_dtype(v);
       std::string type = std::string(is_stored(v) ? "" : "const ") + element_type(t);
-      const bool aliased = std::find(k_.aliased.begin(), k_.aliased.end(), v) != k_.aliased.end();
-      emit(1, type + (aliased ? "* b" : "* __restrict__ b") + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
+      emit(1, type + pointer_declarator(k_, v) + "b" + std::to_string(b) + " = static_cast<" + type + "*>(bufs[" +
                   std::to_string(b) + "]);  // %" + std::to_string(v));
     }
     emit(1, "const int64_t s0 = sizes[0];");
