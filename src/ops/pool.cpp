@@ -441,8 +441,10 @@ void max_pool_blocked(const PoolGeom& g, const Tensor& x, const Tensor& y, int64
           }
         }
       }
-      // The block's planes, one after the other.
-      const auto [first, lanes] = block_planes(b, cb, channels);
+      // The block's planes, one after the other (named, not bound: the
+      // lambdas below capture them, which clang 14 refuses for bindings).
+      const BlockPlanes planes = block_planes(b, cb, channels);
+      const int64_t first = planes.first, lanes = planes.lanes;
       float* yb = yp + first * out_plane;
       if (blocked_out) {
         yb = yp + b * L * out_plane;
