@@ -184,7 +184,16 @@ TEST(CppBackend, LargeSumsRunInParallelAndStayClose) {
   b.output(b.op(OpId::mean, {x}, dims_attrs({1}, false)));
   b.output(b.op(OpId::sigmoid, {x}));
   CppExecutable exe(b.g);
-  EXPECT_NE(exe.source().find("#pragma omp parallel for"), std::string::npos) << exe.source();
+  // Three independent kernels: one parallel region, whose loops are shared
+  // out among its threads (parallel_regions.h).
+  EXPECT_EQ(exe.program().regions.size(), 1u) << print(exe.program());
+  EXPECT_NE(exe.source().find("#pragma omp for schedule(static) nowait"), std::string::npos) << exe.source();
+  expect_matches_interpreter(b.g, b.example_inputs);
+  ::setenv("KILN_DISABLE_PASSES", "parallel_regions", 1);  // alone: one parallel for each
+  CppExecutable alone(b.g);
+  ::unsetenv("KILN_DISABLE_PASSES");
+  EXPECT_TRUE(alone.program().regions.empty());
+  EXPECT_NE(alone.source().find("#pragma omp parallel for"), std::string::npos) << alone.source();
   expect_matches_interpreter(b.g, b.example_inputs);
 }
 

@@ -14,6 +14,7 @@
 #include "compiler/schedule/fuse_horizontal.h"
 #include "compiler/schedule/fuse_vertical.h"
 #include "compiler/schedule/hoist_fills.h"
+#include "compiler/schedule/parallel_regions.h"
 #include "compiler/schedule/store_copy_backs.h"
 #include "kiln/profile.h"
 
@@ -21,12 +22,46 @@ namespace kiln::compiler {
 
 using lower::Step;
 
+namespace {
+
+using MemoryRange = std::pair<const char*, const char*>;  // [begin, end)
+
+struct KernelCall {
+  std::vector<void*> pointers;
+  std::vector<Tensor> held;                            // contiguous copies live through the call
+  std::vector<std::pair<Tensor, Tensor>> copy_backs;   // (destination, value; undefined: stored in place)
+  std::vector<MemoryRange> written, read;
+};
+
+// Whether kernels of one region must not run side by side: one writes
+// memory another reads or writes, or one has a copy-back into a
+// non-contiguous destination (memory not one range).
+bool overlapping(const std::vector<KernelCall>& calls) {
+  auto meet = [](const MemoryRange& a, const MemoryRange& b) { return a.first < b.second && b.first < a.second; };
+  for (const KernelCall& c : calls)
+    for (const auto& copy_back : c.copy_backs)
+      if (copy_back.second.defined()) return true;
+  for (size_t i = 0; i < calls.size(); ++i)
+    for (const MemoryRange& w : calls[i].written)
+      for (size_t j = 0; j < calls.size(); ++j) {
+        if (j == i) continue;
+        for (const MemoryRange& x : calls[j].written)
+          if (meet(w, x)) return true;
+        for (const MemoryRange& x : calls[j].read)
+          if (meet(w, x)) return true;
+      }
+  return false;
+}
+
+}  // namespace
+
 CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lower::lower_graph(g)) {
   schedule::fuse_vertical(program_);
   if (!pass_disabled("hoist_fills")) schedule::hoist_fills(program_);
   schedule::fuse_horizontal(program_);
   if (!pass_disabled("store_copy_backs")) schedule::store_copy_backs(program_);
   lower::merge_loops(program_);
+  if (!pass_disabled("parallel_regions")) schedule::group_parallel_regions(program_, codegen::kParallelThreshold);
   if (dump_enabled("loops"))
     std::cerr << "// ---- loops of graph " << g.name << " (" << program_.kernels.size() << " kernels) ----\n"
               << print(program_) << std::flush;
@@ -55,7 +90,20 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
       }
       arguments_.push_back(std::move(args));
     }
+    for (size_t r = 0; r < program_.regions.size(); ++r) {
+      region_functions_.push_back(module_->symbol<RegionFn>(codegen::region_symbol(r)));
+      region_names_.push_back(codegen::region_symbol(r));
+    }
   }
+  region_of_step_.assign(program_.steps.size(), kNoRegion);
+  for (size_t r = 0; r < program_.regions.size(); ++r)
+    for (size_t s = 0; s < program_.steps.size(); ++s) {
+      const Step& st = program_.steps[s];
+      if (st.kind != Step::Kind::Kernel) continue;
+      const std::vector<int>& members = program_.regions[r];
+      if (st.kernel == members.front()) region_of_step_[s] = static_cast<int>(r);
+      else if (std::count(members.begin() + 1, members.end(), st.kernel) == 1) region_of_step_[s] = kRegionMember;
+    }
   // The last step reading each value; graph outputs live on.
   std::vector<int> last_use(g.values.size(), -1);
   for (size_t s = 0; s < program_.steps.size(); ++s) {
@@ -122,6 +170,49 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
     Tensors out = run_node(g_, n, std::move(args), scalar);
     for (size_t k = 0; k < out.size(); ++k) env[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
   };
+  // A kernel call's arguments: the buffer pointers, the tensors they point
+  // into kept alive through the call, the copy-backs to finish after it, and
+  // the memory it writes and reads (for a region's overlap check).
+  auto prepare = [&](size_t k, KernelCall& call) {
+    call.pointers.reserve(arguments_[k].size());
+    for (const Argument& a : arguments_[k]) {
+      const Tensor* memory = nullptr;
+      if (a.stored && a.into != kNoValue && tensor(a.into).is_contiguous()) {
+        // The copy-back made in place: the kernel stores into the destination.
+        const Tensor& dst = tensor(a.into);
+        env[static_cast<size_t>(a.value)] = dst;
+        call.copy_backs.emplace_back(dst, Tensor());
+        memory = &dst;
+      } else if (a.stored) {
+        Shape shape = a.shape;
+        for (size_t d : a.symbolic_dims) shape[d] = s0;
+        Tensor out = Tensor::empty(shape, a.dtype, a.device);
+        if (a.wrapped_number) out.impl()->wrapped_number = true;
+        // A destination not contiguous at run time (a channels-last
+        // parameter): the copy-back runs right after the kernel.
+        if (a.into != kNoValue) call.copy_backs.emplace_back(tensor(a.into), out);
+        env[static_cast<size_t>(a.value)] = std::move(out);
+        memory = &env[static_cast<size_t>(a.value)];
+      } else {
+        const Tensor& in = tensor(a.value);
+        if (in.is_contiguous()) {
+          memory = &in;
+        } else {
+          call.held.push_back(in.contiguous());
+          memory = &call.held.back();
+        }
+      }
+      auto* begin = static_cast<char*>(memory->data_ptr());
+      call.pointers.push_back(begin);
+      (a.stored ? call.written : call.read).emplace_back(begin, begin + memory->nbytes());
+    }
+  };
+  auto finish = [](KernelCall& call) {
+    for (auto& [dst, value] : call.copy_backs) {
+      if (value.defined()) dst.copy_(value);
+      else dst.bump_version();  // as the copy_ would have
+    }
+  };
   const int64_t sizes[1] = {s0};
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& st = program_.steps[s];
@@ -133,43 +224,36 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
         break;
       }
       case Step::Kind::Kernel: {
-        auto k = static_cast<size_t>(st.kernel);
-        std::vector<Tensor> held;  // contiguous copies live through the call
-        std::vector<std::pair<Tensor, Tensor>> copy_backs;  // (destination, value) after the call
-        std::vector<void*> pointers;
-        pointers.reserve(arguments_[k].size());
-        for (const Argument& a : arguments_[k]) {
-          if (a.stored && a.into != kNoValue && tensor(a.into).is_contiguous()) {
-            // The copy-back made in place: the kernel stores into the destination.
-            const Tensor& dst = tensor(a.into);
-            pointers.push_back(dst.data_ptr());
-            env[static_cast<size_t>(a.value)] = dst;
-            copy_backs.emplace_back(dst, Tensor());
-          } else if (a.stored) {
-            Shape shape = a.shape;
-            for (size_t d : a.symbolic_dims) shape[d] = s0;
-            Tensor out = Tensor::empty(shape, a.dtype, a.device);
-            if (a.wrapped_number) out.impl()->wrapped_number = true;
-            pointers.push_back(out.data_ptr());
-            // A destination not contiguous at run time (a channels-last
-            // parameter): the copy-back runs right after the kernel.
-            if (a.into != kNoValue) copy_backs.emplace_back(tensor(a.into), out);
-            env[static_cast<size_t>(a.value)] = std::move(out);
-          } else {
-            const Tensor& in = tensor(a.value);
-            if (in.is_contiguous()) {
-              pointers.push_back(in.data_ptr());
-            } else {
-              held.push_back(in.contiguous());
-              pointers.push_back(held.back().data_ptr());
-            }
+        int region = region_of_step_[s];
+        if (region == kRegionMember) break;  // ran with its region
+        std::vector<int> kernels = region == kNoRegion ? std::vector<int>{st.kernel}
+                                                       : program_.regions[static_cast<size_t>(region)];
+        std::vector<KernelCall> calls(kernels.size());
+        for (size_t j = 0; j < kernels.size(); ++j) prepare(static_cast<size_t>(kernels[j]), calls[j]);
+        if (region != kNoRegion && !overlapping(calls)) {
+          std::vector<void* const*> pointers;
+          for (const KernelCall& c : calls) pointers.push_back(c.pointers.data());
+          {
+            ProfileRange timed(region_names_[static_cast<size_t>(region)].c_str());  // a profile names each call
+            region_functions_[static_cast<size_t>(region)](pointers.data(), sizes);
           }
+          for (KernelCall& c : calls) finish(c);
+          break;
         }
-        ProfileRange timed(kernel_names_[k].c_str());  // a profile shows each generated kernel by name
-        functions_[k](pointers.data(), sizes);
-        for (auto& [dst, value] : copy_backs) {
-          if (value.defined()) dst.copy_(value);
-          else dst.bump_version();  // as the copy_ would have
+        // One kernel, or a region whose memory overlaps at run time (an
+        // extern's output aliasing a buffer): the kernels one by one, each
+        // prepared after the ones before it ran (a contiguous copy of an
+        // input they wrote must see their writes).
+        for (size_t j = 0; j < kernels.size(); ++j) {
+          if (j > 0) {
+            calls[j] = KernelCall();
+            prepare(static_cast<size_t>(kernels[j]), calls[j]);
+          }
+          {
+            ProfileRange timed(kernel_names_[static_cast<size_t>(kernels[j])].c_str());
+            functions_[static_cast<size_t>(kernels[j])](calls[j].pointers.data(), sizes);
+          }
+          finish(calls[j]);
         }
         break;
       }

@@ -48,6 +48,7 @@ class CppExecutable : public GraphExecutable {
 
  private:
   using KernelFn = void (*)(void* const*, const int64_t*);
+  using RegionFn = void (*)(void* const* const*, const int64_t*);
   const Graph& g_;
   Interpreter reference_;  // input and scalar checks; runs in grad mode
   lower::LoopProgram program_;
@@ -69,6 +70,12 @@ class CppExecutable : public GraphExecutable {
     bool wrapped_number = false;
   };
   std::vector<std::vector<Argument>> arguments_;  // per kernel
+  std::vector<RegionFn> region_functions_;        // per parallel region (LoopProgram::regions)
+  std::vector<std::string> region_names_;         // per region: its symbol
+  // Per step: the region it starts, kRegionMember for a later kernel of a
+  // region (run with the region), kNoRegion otherwise.
+  static constexpr int kNoRegion = -1, kRegionMember = -2;
+  std::vector<int> region_of_step_;
   std::vector<std::vector<ValueId>> free_after_;    // per step
 };
 

@@ -200,6 +200,12 @@ std::string print(const LoopProgram& p) {
   for (const Step& s : p.steps) {
     switch (s.kind) {
       case Step::Kind::Kernel: {
+        for (size_t r = 0; r < p.regions.size(); ++r) {
+          if (p.regions[r].front() != s.kernel) continue;
+          out += "region " + numbered("r", static_cast<int64_t>(r)) + " (one parallel region):";
+          for (int k : p.regions[r]) out += " " + p.kernels.at(static_cast<size_t>(k)).name;
+          out += "\n";
+        }
         const Kernel& k = p.kernels.at(static_cast<size_t>(s.kernel));
         out += print(k);
         for (const Store& x : k.stores)

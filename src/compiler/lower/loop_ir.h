@@ -105,6 +105,10 @@ struct LoopProgram {
   // Per value (empty: none): the value whose memory a kernel's store of it
   // writes, its copy-back made in place (schedule/store_copy_backs.h).
   std::vector<ValueId> stored_into;
+  // Runs of consecutive kernels (indices into kernels) that run as one
+  // OpenMP parallel region (schedule/parallel_regions.h); region r is the
+  // extern "C" function kiln_r<r>.
+  std::vector<std::vector<int>> regions;
 };
 
 // prefix followed by n ("i0", "k3"); appended, since GCC 12 warns falsely

@@ -14,7 +14,9 @@
 // output loop. The outer output loops run in parallel with OpenMP when the
 // kernel does enough work (kParallelThreshold; a symbolic size decides at
 // run time through the pragma's if clause). Each function is preceded by a
-// comment naming the graph nodes it computes.
+// comment naming the graph nodes it computes. A parallel region
+// (LoopProgram::regions) is one more function, kiln_r<N>, that opens the
+// OpenMP region once and calls its kernels inside it.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,8 +31,11 @@ constexpr int64_t kParallelThreshold = 32768;
 
 // The extern "C" name of a kernel's function.
 std::string kernel_symbol(const lower::Kernel& k);
-// The function of one kernel (without includes).
-std::string render_cpp_kernel(const lower::Kernel& k);
+// The extern "C" name of parallel region r (LoopProgram::regions).
+std::string region_symbol(size_t r);
+// The function of one kernel (without includes); in_region: for a call
+// inside a parallel region its caller opened (parallel_regions.h).
+std::string render_cpp_kernel(const lower::Kernel& k, bool in_region = false);
 // The whole translation unit of a program's kernels, with its includes.
 std::string render_cpp(const lower::LoopProgram& p);
 
