@@ -40,18 +40,20 @@ namespace kiln {
 
 struct CompileOptions {
   CompileOptions() = default;
-  // "default" | "reduce-overhead" | "max-autotune" (the interpreter backend
-  // treats them alike; the code generators will not).
+  // "default" | "reduce-overhead" | "max-autotune" (max-autotune also times
+  // oneDNN's algorithms per convolution in place: docs/compile.md;
+  // reduce-overhead is default until CUDA graphs come).
   KILN_ARG(std::string, mode) = "default";
   // A graph break is a kiln::Error naming the op and the source location.
   KILN_ARG(bool, fullgraph) = false;
   // The batch size (dim 0 of the tensor arguments) is a symbol: other sizes
   // reuse the graph instead of recompiling.
   KILN_ARG(bool, dynamic) = false;
-  // "interpreter" (runs graphs with the eager kernels); "cpp" (pointwise ops
-  // and reductions as generated, fused C++ kernels, the rest on the eager
-  // kernels: docs/loop-ir.md); "cuda" comes with its code generator.
-  KILN_ARG(std::string, backend) = "interpreter";
+  // "cpp" (the default: pointwise ops and reductions as generated, fused C++
+  // kernels, the rest on the eager kernels: docs/loop-ir.md; a graph on a
+  // CUDA device runs on the interpreter until the CUDA generator comes);
+  // "interpreter" (runs graphs with the eager kernels, nothing generated).
+  KILN_ARG(std::string, backend) = "cpp";
   KILN_ARG(int, recompile_limit) = 8;
   KILN_ARG(std::string, name) = "compiled";
 };

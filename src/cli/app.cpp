@@ -406,9 +406,10 @@ void add_explain(CLI::App& app, Invocation& inv) {
       ->check(one_of({"tutorial", "resnet18", "airbench"}, "model"))
       ->type_name("NAME")
       ->default_str(o.model);
-  e->add_option("--backend", o.backend, "interpreter (each op on its eager kernel) or cpp (generated, fused kernels: "
-                                        "lists each fused kernel, its ops and the bytes it does not write)")
-      ->check(one_of({"interpreter", "cpp"}, "backend"))
+  e->add_option("--backend", o.backend, "cpp (generated, fused kernels, kiln::compile's default: lists each fused "
+                                        "kernel, its ops and the bytes it does not write) or interpreter (each op on "
+                                        "its eager kernel)")
+      ->check(one_of({"cpp", "interpreter"}, "backend"))
       ->type_name("NAME")
       ->default_str(o.backend);
   e->add_flag("--train", o.train,

@@ -68,7 +68,7 @@ struct ExplainCmdOptions {
   std::string html;    // write the HTML report here
   bool json = false;
   bool dynamic = false;
-  std::string backend = "interpreter";  // interpreter | cpp (lists the fused kernels)
+  std::string backend = "cpp";  // cpp (lists the fused kernels) | interpreter; kiln::compile's default
   std::string mode = "default";         // the compile mode (max-autotune: tuned convolutions)
   std::string autocast;                 // "", "bf16" or "fp16": the forward (and loss) in that dtype
   bool executable = false;              // print the graphs as they run (after the passes), not as captured

@@ -31,9 +31,16 @@ TEST(ExplainFusedKernels, CppBackendListsTheChainWithItsUnwrittenIntermediates) 
   EXPECT_NE(html.find("<td>mul + add + relu</td><td>16384</td>"), std::string::npos) << html;
 }
 
-TEST(ExplainFusedKernels, InterpreterFusesNothingAndSaysSo) {
+TEST(ExplainFusedKernels, TheDefaultBackendIsCpp) {
   auto f = [](const Tensor& x) { return relu(add(mul(x, 2.0), 1.0)); };
   ExplainReport r = explain(f, randn({8, 8}));
+  EXPECT_EQ(r.backend, "cpp");
+  EXPECT_EQ(r.fused_kernels.size(), 1u) << r.str();
+}
+
+TEST(ExplainFusedKernels, InterpreterFusesNothingAndSaysSo) {
+  auto f = [](const Tensor& x) { return relu(add(mul(x, 2.0), 1.0)); };
+  ExplainReport r = explain(CompileOptions().backend("interpreter"), f, randn({8, 8}));
   EXPECT_EQ(r.backend, "interpreter");
   EXPECT_TRUE(r.fused_kernels.empty());
   EXPECT_NE(r.str().find("runs each op on its own kernel"), std::string::npos) << r.str();
