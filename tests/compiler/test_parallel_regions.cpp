@@ -141,7 +141,7 @@ TEST(ParallelRegions, TheUpdateOfAllParametersIsOneRegionAndMatchesTheInterprete
   for (size_t i = 0; i < want.size(); ++i) EXPECT_TENSOR_CLOSE(got[i], want[i], 1e-6, 1e-7) << "input " << i;
 }
 
-// The profile's range names of one run ("kiln_r0", "kiln_k1", ...), sorted.
+// The profile's range names of one run ("graph/r0", "graph/k1", ...), sorted.
 std::vector<std::string> ranges_run(const CppExecutable& exe, TensorSpan inputs) {
   Profile profile;
   exe.run(inputs);
@@ -162,7 +162,7 @@ TEST(ParallelRegions, RunsKernelByKernelWhereMemoryOverlapsAtRunTime) {
   ASSERT_EQ(exe.program().regions.size(), 1u);
   Tensors fresh;
   for (const Tensor& t : sgd.b.example_inputs) fresh.push_back(t.clone());
-  EXPECT_EQ(ranges_run(exe, fresh), std::vector<std::string>{"kiln_r0"});
+  EXPECT_EQ(ranges_run(exe, fresh), std::vector<std::string>{"graph/r0"});
 
   auto aliased = [&] {
     Tensors in;
@@ -171,7 +171,7 @@ TEST(ParallelRegions, RunsKernelByKernelWhereMemoryOverlapsAtRunTime) {
     return in;
   };
   Tensors want = aliased(), got = aliased();
-  EXPECT_EQ(ranges_run(exe, got), (std::vector<std::string>{"kiln_k0", "kiln_k1"}));
+  EXPECT_EQ(ranges_run(exe, got), (std::vector<std::string>{"graph/k0", "graph/k1"}));
   interpret(sgd.b.g, want);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_TENSOR_CLOSE(got[i], want[i], 1e-6, 1e-7) << "input " << i;
 }

@@ -71,7 +71,7 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
     module_ = codegen::compile_cpp(source_);
     for (const lower::Kernel& k : program_.kernels) {
       functions_.push_back(module_->symbol<KernelFn>(codegen::kernel_symbol(k)));
-      kernel_names_.push_back(codegen::kernel_symbol(k));
+      kernel_names_.push_back(g.name + "/" + k.name);
       buffers_.push_back(codegen::kernel_buffers(k));
       std::vector<Argument> args;
       for (ValueId v : buffers_.back()) {
@@ -92,7 +92,7 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
     }
     for (size_t r = 0; r < program_.regions.size(); ++r) {
       region_functions_.push_back(module_->symbol<RegionFn>(codegen::region_symbol(r)));
-      region_names_.push_back(codegen::region_symbol(r));
+      region_names_.push_back(g.name + "/" + lower::numbered("r", static_cast<int64_t>(r)));
     }
   }
   region_of_step_.assign(program_.steps.size(), kNoRegion);

@@ -55,7 +55,9 @@ class CppExecutable : public GraphExecutable {
   std::string source_;
   std::shared_ptr<codegen::LoadedModule> module_;
   std::vector<KernelFn> functions_;                 // per kernel
-  std::vector<std::string> kernel_names_;  // per kernel: its symbol, the profile range name
+  // Per kernel: the profile range of its calls, "<graph>/k3" (the graphs of
+  // one model, its train step and its evaluation, each have a k3).
+  std::vector<std::string> kernel_names_;
   std::vector<std::vector<ValueId>> buffers_;       // per kernel: its arguments
   // Per kernel argument, what run() needs, worked out once: a stored one's
   // output type (its shape with symbolic dims to fill in with s0).
@@ -71,7 +73,7 @@ class CppExecutable : public GraphExecutable {
   };
   std::vector<std::vector<Argument>> arguments_;  // per kernel
   std::vector<RegionFn> region_functions_;        // per parallel region (LoopProgram::regions)
-  std::vector<std::string> region_names_;         // per region: its symbol
+  std::vector<std::string> region_names_;         // per region: its profile range, "<graph>/r0"
   // Per step: the region it starts, kRegionMember for a later kernel of a
   // region (run with the region), kNoRegion otherwise.
   static constexpr int kNoRegion = -1, kRegionMember = -2;

@@ -70,7 +70,9 @@ class VectorRenderer {
     }
     emit(1, "const int64_t s0 = sizes[0];");
     emit(1, "(void)s0;");
-    bool single = in_region_ && !parallel_for(k_).enabled;
+    // In a region, a kernel with no output loop to share out (too small, or
+    // a full reduction) runs whole on one thread, not once per thread.
+    bool single = in_region_ && !(parallel_for(k_).enabled && !k_.loops.empty());
     if (single) {
       emit(1, "#pragma omp single nowait");
       emit(1, "{");

@@ -57,8 +57,9 @@ std::string find_system_compiler() {
   for (const char* name : {"g++", "c++"}) {
     if (std::string p = resolve_program(name); !p.empty()) return p;
   }
-  KILN_FAIL("kiln's C++ code generator needs a C++ compiler, and neither g++ nor c++ is on PATH; install g++ "
-            "(apt-get install g++) or set KILN_CXX to a compiler's path");
+  KILN_FAIL("kiln's C++ code generator (kiln::compile's default backend, \"cpp\") needs a C++ compiler, and "
+            "neither g++ nor c++ is on PATH; install g++ (apt-get install g++), set KILN_CXX to a compiler's path, or "
+            "compile with CompileOptions().backend(\"interpreter\") (the eager kernels, nothing generated)");
 }
 
 CompilerIdentity identify_compiler(const std::string& path, const fs::path& memo_dir, bool& ran_compiler) {
