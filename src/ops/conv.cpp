@@ -713,9 +713,8 @@ void conv_compute(Kind kind, const ConvGeom& g, const Tensor& a, const Tensor& b
   const double t_values = std::min(seconds_of(on_float32_values), seconds_of(on_float32_values));
   const double casts = std::max(0.0, t_f32 - t_values);
   const Bf16Path chosen = t_bf16 <= t_f32 ? Bf16Path::Bf16 : Bf16Path::Float32;
-  conv_autotune::record(bf16_key(kind, g, bias.defined()), chosen == Bf16Path::Float32 ? "float32"
-                                                           : t_bf16 + casts <= t_values ? "bf16"
-                                                                                        : "bf16-alone");
+  conv_autotune::record(bf16_key(kind, g, bias.defined()),
+                        chosen == Bf16Path::Float32 ? "float32" : conv_autotune::bf16_choice(t_bf16, casts, t_values));
   if (chosen == Bf16Path::Bf16) in_bf16();
 }
 

@@ -43,7 +43,9 @@ namespace kiln::conv_autotune {
 //   2: float32 `auto` runs the direct algorithm for few input channels
 //      (ops/conv.cpp, small_input_algorithm): bfloat16 stems chosen against
 //      float32 Winograd lose to float32 direct.
-inline constexpr int kChoiceRules = 2;
+//   3: a bfloat16 layer is "bf16" among float32 layers only with a fifth's
+//      margin (bf16_choice), and matrix products record "bf16-alone" too.
+inline constexpr int kChoiceRules = 3;
 
 // The machine part of this process's keys: CPU model, oneDNN ISA, threads,
 // oneDNN version, kChoiceRules.
@@ -56,6 +58,22 @@ std::string machine_key();
 std::optional<std::string> lookup(const std::string& shape_key);
 // Records a measured choice (one word) in memory and on disk.
 void record(const std::string& shape_key, const std::string& choice);
+
+// The choice to record for a bfloat16 layer (convolution or matrix product)
+// whose bfloat16 kernel beat float32 between casts: "bf16" when the kernel
+// plus the casts it needs among float32 values (`casts`) beats the float32
+// layer on float32 values (`t_values`) by a fifth or more, else
+// "bf16-alone" (the compiler's float32_regions runs it in float32 there).
+// The margin is for what the timing does not see: a bfloat16 layer among
+// float32 ones leaves the float32 graph's fused nChw16c path (its batch norm
+// runs unfused on plain bfloat16), and a choice won by a hair flips with the
+// machine's load. ResNet-18's 1x1 downsampling forward (bf16 4.7 ms + 2.3 ms
+// of casts against 6.0 ms on float32 values; recorded "bf16" in one run)
+// made its bf16 train step 0.91x and eval 0.89x of compiled float32.
+constexpr double kBf16MarginAmongFloat32 = 0.8;
+inline const char* bf16_choice(double t_bf16, double casts, double t_values) {
+  return t_bf16 + casts <= kBf16MarginAmongFloat32 * t_values ? "bf16" : "bf16-alone";
+}
 
 // <cache root>/autotune-v1/conv.tsv (a kiln::Error when there is no cache root).
 std::filesystem::path table_path();

@@ -177,7 +177,7 @@ Bf16Path bf16_matmul_path(const std::string& key) {
   if (!bf16_matmul_available()) return Bf16Path::Float32;
   if (bf16_matmul_setting() == Bf16Setting::Always) return Bf16Path::Bf16;
   if (std::optional<std::string> v = conv_autotune::lookup(key)) {
-    if (*v == "bf16") return Bf16Path::Bf16;
+    if (*v == "bf16" || *v == "bf16-alone") return Bf16Path::Bf16;
     if (*v == "float32") return Bf16Path::Float32;
   }
   return Bf16Path::Undecided;
@@ -280,15 +280,29 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
     // First call of this shape: the faster path, best of three interleaved
     // runs each (small products take microseconds: a burst of load then hits
     // both alike), in place on the real operands; the chosen path runs last,
-    // so `c` holds its result.
+    // so `c` holds its result. A third candidate, the float32 product of
+    // float32 operands without the casts, is what the product costs inside
+    // a compiled float32 region (float32_regions): bfloat16 that wins only
+    // by saving its own casts is recorded as "bf16-alone", which that pass
+    // runs in float32 among float32 neighbours (as for convolutions). The
+    // tutorial CNN's linears measured so: bf16 autocast's eval ran at
+    // 0.93-0.95x of compiled float32 with them in bfloat16.
     in_float32();
-    double t_bf16 = 1e30, t_f32 = 1e30;
+    Tensor a32 = Tensor::empty(a3.shape(), DType::Float32), b32 = Tensor::empty(b3.shape(), DType::Float32);
+    Tensor c32 = Tensor::empty(c3.shape(), DType::Float32);
+    cpu::copy_cast(a3, a32);
+    cpu::copy_cast(b3, b32);
+    auto on_float32_values = [&] { dnnl_matmul(a32, b32, c32); };
+    on_float32_values();
+    double t_bf16 = 1e30, t_f32 = 1e30, t_values = 1e30;
     for (int round = 0; round < 3; ++round) {
       t_bf16 = std::min(t_bf16, seconds_of(in_bf16));
       t_f32 = std::min(t_f32, seconds_of(in_float32));
+      t_values = std::min(t_values, seconds_of(on_float32_values));
     }
     const bool bf16 = t_bf16 <= t_f32;
-    conv_autotune::record(key, bf16 ? "bf16" : "float32");
+    const double casts = std::max(0.0, t_f32 - t_values);
+    conv_autotune::record(key, !bf16 ? "float32" : conv_autotune::bf16_choice(t_bf16, casts, t_values));
     if (bf16) in_bf16();
     return;
   }
@@ -408,6 +422,12 @@ Tensors linear_back(const BackwardCtx& c, TensorSpan g) {
   return out;
 }
 
+// The table key of a matmul (a times b) or linear (input a, weight b) node.
+std::string bf16_product_key(OpId op, const Shape& a, const Shape& as, const Shape& b, const Shape& bs) {
+  const bool linear = op == OpId::linear;  // x times w's transpose (linear_kernel)
+  return linear ? bf16_matmul_key(a, as, Shape{b[1], b[0]}, Shape{bs[1], bs[0]}) : bf16_matmul_key(a, as, b, bs);
+}
+
 }  // namespace
 
 void register_matmul_ops() {
@@ -429,7 +449,7 @@ bool matmul_bf16_runs_float32(OpId op, const Shape& a, const Shape& as, const Sh
   const bool linear = op == OpId::linear;
   KILN_CHECK(!linear || b.size() == 2, "matmul_bf16_runs_float32: linear weight ", shape_str(b), " is not 2-D");
   const Shape rb = linear ? Shape{b[1], b[0]} : b, rbs = linear ? Shape{bs[1], bs[0]} : bs;
-  const std::string key = bf16_matmul_key(a, as, rb, rbs);
+  const std::string key = bf16_product_key(op, a, as, b, bs);
   const Bf16Path path = bf16_matmul_path(key);
   if (path != Bf16Path::Undecided) return path == Bf16Path::Float32;
   // Not called yet: its first call's timing, now, on synthetic operands of
@@ -453,6 +473,19 @@ bool matmul_bf16_runs_float32(OpId op, const Shape& a, const Shape& as, const Sh
   Tensor c = Tensor::empty(out, DType::BFloat16);
   matmul_kernel(Tensors{x, y}, std::span<Tensor>(&c, 1), Attrs());
   return bf16_matmul_path(key) == Bf16Path::Float32;
+}
+
+bool matmul_bf16_loses_among_float32(OpId op, const Shape& a, const Shape& as, const Shape& b, const Shape& bs) {
+  if (matmul_bf16_runs_float32(op, a, as, b, bs)) return true;  // decides an undecided shape
+  return bf16_matmul_setting() == Bf16Setting::Auto &&
+         conv_autotune::lookup(bf16_product_key(op, a, as, b, bs)) == "bf16-alone";
+}
+
+void record_matmul_bf16_choice(OpId op, const Shape& a, const Shape& as, const Shape& b, const Shape& bs,
+                               const std::string& choice) {
+  KILN_CHECK(choice == "bf16" || choice == "bf16-alone" || choice == "float32", "record_matmul_bf16_choice: ",
+             choice, " is not a choice (bf16, bf16-alone or float32)");
+  conv_autotune::record(bf16_product_key(op, a, as, b, bs), choice);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

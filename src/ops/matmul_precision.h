@@ -17,5 +17,15 @@ namespace kiln {
 // Shapes and strides (in elements) as the graph types them.
 bool matmul_bf16_runs_float32(OpId op, const Shape& a, const Shape& a_strides, const Shape& b,
                               const Shape& b_strides);
+// Whether it runs in float32, or its bfloat16 product won its first call's
+// timing only by saving the casts of float32 operands (recorded as
+// "bf16-alone"): among float32 values, as in a compiled float32 region, the
+// float32 product without casts is faster.
+bool matmul_bf16_loses_among_float32(OpId op, const Shape& a, const Shape& a_strides, const Shape& b,
+                                     const Shape& b_strides);
+// Records a product's choice as its first call would ("bf16", "bf16-alone"
+// or "float32"): tests of what the compiler does with each.
+void record_matmul_bf16_choice(OpId op, const Shape& a, const Shape& a_strides, const Shape& b,
+                               const Shape& b_strides, const std::string& choice);
 
 }  // namespace kiln

@@ -208,6 +208,35 @@ TEST(Float32Regions, AProductsPrecisionIsChosenOncePerShape) {
   EXPECT_TENSOR_CLOSE(mn.to(DType::Float32), matmul(m.to(DType::Float32), n.to(DType::Float32)), 2e-2, 5e-2);
 }
 
+// A product whose bfloat16 matmul won its timing only by saving its own
+// casts ("bf16-alone": the tutorial CNN's linears on AVX-512 BF16 without
+// AMX) computes in float32 where its operands are float32 values; one that
+// won by more ("bf16") stays bfloat16 where this CPU has the matmul.
+TEST(Float32Regions, AProductThatWinsOnlyByItsCastsJoinsAFloat32Region) {
+  const Shape xs{16, 40}, ws{24, 40}, strides{40, 1};
+  for (const char* choice : {"bf16-alone", "bf16"}) {
+    SCOPED_TRACE(choice);
+    ScopedCacheDir cache;
+    record_matmul_bf16_choice(OpId::linear, xs, strides, ws, strides, choice);
+    manual_seed(9);
+    GraphBuilder b;
+    ValueId x = b.input(randn(xs)), w = b.input(randn(ws));
+    ValueId xb = b.op(OpId::cast, {x}, to(DType::BFloat16)), wb = b.op(OpId::cast, {w}, to(DType::BFloat16));
+    b.output(b.op(OpId::cast, {b.op(OpId::linear, {xb, wb})}, to(DType::Float32)));
+    Graph before = b.g;
+    const bool float32 = matmul_bf16_runs_float32(OpId::linear, xs, strides, ws, strides);  // no bf16 matmul here
+    const bool widen = float32 || std::string(choice) == "bf16-alone";
+    EXPECT_EQ(matmul_bf16_loses_among_float32(OpId::linear, xs, strides, ws, strides), widen);
+    EXPECT_EQ(compute_float32_regions(b.g), widen ? 1 : 0) << print(b.g);
+    const Node* linear = nullptr;
+    for (const Node& n : b.g.nodes)
+      if (n.kind == NodeKind::Op && n.op == OpId::linear) linear = &n;
+    ASSERT_NE(linear, nullptr);
+    EXPECT_EQ(b.g.type(linear->inputs[0]).dtype, widen ? DType::Float32 : DType::BFloat16) << print(b.g);
+    testing::expect_same_results(before, b.g, b.example_inputs, 3e-2, 3e-2);
+  }
+}
+
 // The tutorial CNN's train step under bf16 autocast, compiled, against the
 // same step eager: losses and weights within bfloat16's tolerance, and no
 // convolution of the executed graph has bfloat16 operands while it runs in

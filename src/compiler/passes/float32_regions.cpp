@@ -52,13 +52,15 @@ bool float32_product(const Graph& g, const Node& n) {
   return matmul_bf16_runs_float32(n.op, a.shape, a.strides, b.shape, b.strides);
 }
 
-// A bfloat16 convolution whose bfloat16 kernel won its timing only by saving
-// the casts it would need the other way among float32 neighbours
-// (conv_bf16_loses_among_float32).
+// A bfloat16 convolution or matrix product whose bfloat16 kernel won its
+// timing only by saving the casts it would need the other way among float32
+// neighbours (conv_bf16_loses_among_float32, matmul_bf16_loses_among_float32).
 bool bf16_only_by_its_casts(const Graph& g, const Node& n) {
-  return bf16_layer(g, n) && is_convolution(n.op) &&
-         conv_bf16_loses_among_float32(n.op, g.type(n.inputs[0]).shape, g.type(n.inputs[1]).shape, has_bias(n),
-                                       n.attrs);
+  if (!bf16_layer(g, n)) return false;
+  const ValueType& a = g.type(n.inputs[0]);
+  const ValueType& b = g.type(n.inputs[1]);
+  if (is_convolution(n.op)) return conv_bf16_loses_among_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs);
+  return matmul_bf16_loses_among_float32(n.op, a.shape, a.strides, b.shape, b.strides);
 }
 
 // Ops that compute in whatever floating dtype their operands have and cost
@@ -190,8 +192,8 @@ class Widener {
     ++widened_;
   }
 
-  // A bf16_only_by_its_casts convolution whose operands are all float32
-  // values here.
+  // A bf16_only_by_its_casts convolution or product whose operands are all
+  // float32 values here.
   bool loses_among_float32(const Node& n) const {
     if (!bf16_only_by_its_casts(g_, n)) return false;
     for (ValueId v : n.inputs)

@@ -15,9 +15,9 @@
 // linear or matmul with bfloat16 operands and output, no layout attributes,
 // that runs in float32 on this CPU (conv_bf16_runs_float32,
 // matmul_bf16_runs_float32: a shape not seen yet is timed now), or a
-// convolution whose bfloat16 kernel won its timing only by saving its own
-// casts and whose operands are all float32 values here
-// (conv_bf16_loses_among_float32), becomes the float32 op on float32 operands: an operand that is cast(s) of a float32 s
+// convolution or matrix product whose bfloat16 kernel won its timing only
+// by saving its own casts and whose operands are all float32 values here
+// (conv_bf16_loses_among_float32, matmul_bf16_loses_among_float32), becomes the float32 op on float32 operands: an operand that is cast(s) of a float32 s
 // (s not written in place between the cast and this op), or that this pass
 // computed in float32, is read as that float32 value; any other is cast up.
 // Its output is rounded to bfloat16 for the readers that need bfloat16. A
