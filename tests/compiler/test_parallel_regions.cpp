@@ -95,13 +95,17 @@ TEST(ParallelRegions, SmallKernelsAndSymbolicExtentsStayAlone) {
 // kernels fuse_horizontal does not join), copied back in place.
 struct TwoParameterSgd {
   GraphBuilder b;
+  // A 0-d float32 fill (how a functionalized step holds its learning rate).
+  ValueId scalar(double v) {
+    return b.op(OpId::full, {},
+                Attrs().set("shape", Shape{}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", v));
+  }
   std::vector<ValueId> grads;
   TwoParameterSgd() {
     manual_seed(3);
     for (int64_t n : {kBig, kBig + 48}) {
       ValueId buf = b.input(randn({n})), grad = b.input(randn({n})), w = b.input(randn({n}));
-      ValueId lr = b.op(OpId::full, {}, Attrs().set("shape", Shape{}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", -0.1));
-      ValueId mu = b.op(OpId::full, {}, Attrs().set("shape", Shape{}).set("dtype", DType::Float32).set("device", std::string("cpu")).set("value", 0.9));
+      ValueId lr = scalar(-0.1), mu = scalar(0.9);
       ValueId m = b.op(OpId::add, {b.op(OpId::mul, {buf, mu}), grad});
       ValueId nw = b.op(OpId::add, {w, b.op(OpId::mul, {m, lr})});
       b.op(OpId::copy_, {w, nw});

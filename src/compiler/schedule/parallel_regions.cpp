@@ -38,9 +38,10 @@ std::vector<ValueId> memory_owners(const LoopProgram& p) {
       if (!n.inputs.empty() && n.inputs[0] != kNoValue)
         for (ValueId out : n.outputs) at(out) = at(n.inputs[0]);
     } else if (s.kind == Step::Kind::Kernel) {
-      for (const lower::Store& st : p.kernels.at(static_cast<size_t>(s.kernel)).stores)
-        if (static_cast<size_t>(st.buffer) < p.stored_into.size() && p.stored_into[static_cast<size_t>(st.buffer)] != kNoValue)
-          at(st.buffer) = at(p.stored_into[static_cast<size_t>(st.buffer)]);
+      for (const lower::Store& st : p.kernels.at(static_cast<size_t>(s.kernel)).stores) {
+        const auto v = static_cast<size_t>(st.buffer);
+        if (v < p.stored_into.size() && p.stored_into[v] != kNoValue) at(st.buffer) = at(p.stored_into[v]);
+      }
     }
   }
   return owner;
@@ -64,8 +65,10 @@ int group_parallel_regions(LoopProgram& p, int64_t parallel_work) {
     run = Run();
   };
   for (const Step& s : p.steps) {
-    if (s.kind == Step::Kind::View && !p.needs_tensor[static_cast<size_t>(p.graph->nodes.at(static_cast<size_t>(s.node)).outputs[0])])
-      continue;  // indexing only: nothing runs
+    if (s.kind == Step::Kind::View) {
+      const Node& view = p.graph->nodes.at(static_cast<size_t>(s.node));
+      if (!p.needs_tensor[static_cast<size_t>(view.outputs[0])]) continue;  // indexing only: nothing runs
+    }
     if (s.kind != Step::Kind::Kernel) {
       close();
       continue;
