@@ -1029,10 +1029,8 @@ bool conv_bf16_loses_among_float32(OpId op, const Shape& in0, const Shape& in1, 
 
 void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
                              const std::string& choice) {
-  KILN_CHECK(choice == "bf16" || choice == "bf16-alone" || choice == "float32", "record_conv_bf16_choice: ",
-             choice, " is not a choice (bf16, bf16-alone or float32)");
   const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);
-  conv_autotune::record(bf16_key(kind, g, bias), choice);
+  conv_autotune::record_bf16_choice(bf16_key(kind, g, bias), choice, "record_conv_bf16_choice");
 }
 
 ConvRun describe_conv_run(OpId op, const Shape& in0, const Shape& in1, bool bias, DType dtype, const Attrs& attrs) {

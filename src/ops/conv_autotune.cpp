@@ -133,6 +133,12 @@ void record(const std::string& shape_key, const std::string& choice) {
   }
 }
 
+void record_bf16_choice(const std::string& shape_key, const std::string& choice, const char* who) {
+  KILN_CHECK(choice == "bf16" || choice == "bf16-alone" || choice == "float32", who, ": ", choice,
+             " is not a choice (bf16, bf16-alone or float32)");
+  record(shape_key, choice);
+}
+
 Stats stats() {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);

@@ -74,6 +74,10 @@ constexpr double kBf16MarginAmongFloat32 = 0.8;
 inline const char* bf16_choice(double t_bf16, double casts, double t_values) {
   return t_bf16 + casts <= kBf16MarginAmongFloat32 * t_values ? "bf16" : "bf16-alone";
 }
+// Records a bfloat16 layer's choice given by hand ("bf16", "bf16-alone" or
+// "float32"; a kiln::Error naming `who` for any other word): tests of what
+// the compiler does with each.
+void record_bf16_choice(const std::string& shape_key, const std::string& choice, const char* who);
 
 // <cache root>/autotune-v1/conv.tsv (a kiln::Error when there is no cache root).
 std::filesystem::path table_path();

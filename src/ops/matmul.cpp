@@ -28,6 +28,7 @@
 #include "ops/cpu/copy.h"
 #include "ops/conv_autotune.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/pointwise_util.h"
 #include "ops/dispatch_mode.h"
 #include "ops/dnnl/dnnl_utils.h"
 #include "ops/matmul_batch.h"
@@ -257,11 +258,8 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
     return;
   }
   auto in_float32 = [&] {
-    Tensor a32 = Tensor::empty(a3.shape(), DType::Float32), b32 = Tensor::empty(b3.shape(), DType::Float32);
     Tensor c32 = Tensor::empty(c3.shape(), DType::Float32);
-    cpu::copy_cast(a3, a32);
-    cpu::copy_cast(b3, b32);
-    dnnl_matmul(a32, b32, c32);
+    dnnl_matmul(cpu::converted(a3, DType::Float32), cpu::converted(b3, DType::Float32), c32);
     cpu::copy_cast(c32, c3);
   };
   if (dt == DType::BFloat16 && bf16_matmul_available()) {
@@ -288,10 +286,8 @@ void matmul_kernel(TensorSpan in, std::span<Tensor> out, const Attrs&) {
     // tutorial CNN's linears measured so: bf16 autocast's eval ran at
     // 0.93-0.95x of compiled float32 with them in bfloat16.
     in_float32();
-    Tensor a32 = Tensor::empty(a3.shape(), DType::Float32), b32 = Tensor::empty(b3.shape(), DType::Float32);
-    Tensor c32 = Tensor::empty(c3.shape(), DType::Float32);
-    cpu::copy_cast(a3, a32);
-    cpu::copy_cast(b3, b32);
+    const Tensor a32 = cpu::converted(a3, DType::Float32), b32 = cpu::converted(b3, DType::Float32);
+    const Tensor c32 = Tensor::empty(c3.shape(), DType::Float32);
     auto on_float32_values = [&] { dnnl_matmul(a32, b32, c32); };
     on_float32_values();
     double t_bf16 = 1e30, t_f32 = 1e30, t_values = 1e30;
@@ -483,9 +479,7 @@ bool matmul_bf16_loses_among_float32(OpId op, const Shape& a, const Shape& as, c
 
 void record_matmul_bf16_choice(OpId op, const Shape& a, const Shape& as, const Shape& b, const Shape& bs,
                                const std::string& choice) {
-  KILN_CHECK(choice == "bf16" || choice == "bf16-alone" || choice == "float32", "record_matmul_bf16_choice: ",
-             choice, " is not a choice (bf16, bf16-alone or float32)");
-  conv_autotune::record(bf16_product_key(op, a, as, b, bs), choice);
+  conv_autotune::record_bf16_choice(bf16_product_key(op, a, as, b, bs), choice, "record_matmul_bf16_choice");
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -95,15 +95,10 @@ CppExecutable::CppExecutable(const Graph& g) : g_(g), reference_(g), program_(lo
       region_names_.push_back(g.name + "/" + lower::numbered("r", static_cast<int64_t>(r)));
     }
   }
-  region_of_step_.assign(program_.steps.size(), kNoRegion);
+  region_of_kernel_.assign(program_.kernels.size(), kNoRegion);
   for (size_t r = 0; r < program_.regions.size(); ++r)
-    for (size_t s = 0; s < program_.steps.size(); ++s) {
-      const Step& st = program_.steps[s];
-      if (st.kind != Step::Kind::Kernel) continue;
-      const std::vector<int>& members = program_.regions[r];
-      if (st.kernel == members.front()) region_of_step_[s] = static_cast<int>(r);
-      else if (std::count(members.begin() + 1, members.end(), st.kernel) == 1) region_of_step_[s] = kRegionMember;
-    }
+    for (size_t j = 0; j < program_.regions[r].size(); ++j)
+      region_of_kernel_[static_cast<size_t>(program_.regions[r][j])] = j == 0 ? static_cast<int>(r) : kRegionMember;
   // The last step reading each value; graph outputs live on.
   std::vector<int> last_use(g.values.size(), -1);
   for (size_t s = 0; s < program_.steps.size(); ++s) {
@@ -172,8 +167,8 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
   };
   // A kernel call's arguments: the buffer pointers, the tensors they point
   // into kept alive through the call, the copy-backs to finish after it, and
-  // the memory it writes and reads (for a region's overlap check).
-  auto prepare = [&](size_t k, KernelCall& call) {
+  // with `ranges` the memory it writes and reads (a region's overlap check).
+  auto prepare = [&](size_t k, KernelCall& call, bool ranges) {
     call.pointers.reserve(arguments_[k].size());
     for (const Argument& a : arguments_[k]) {
       const Tensor* memory = nullptr;
@@ -204,7 +199,7 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
       }
       auto* begin = static_cast<char*>(memory->data_ptr());
       call.pointers.push_back(begin);
-      (a.stored ? call.written : call.read).emplace_back(begin, begin + memory->nbytes());
+      if (ranges) (a.stored ? call.written : call.read).emplace_back(begin, begin + memory->nbytes());
     }
   };
   auto finish = [](KernelCall& call) {
@@ -224,13 +219,14 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
         break;
       }
       case Step::Kind::Kernel: {
-        int region = region_of_step_[s];
+        const int region = region_of_kernel_[static_cast<size_t>(st.kernel)];
         if (region == kRegionMember) break;  // ran with its region
         std::vector<int> kernels = region == kNoRegion ? std::vector<int>{st.kernel}
                                                        : program_.regions[static_cast<size_t>(region)];
         std::vector<KernelCall> calls(kernels.size());
-        for (size_t j = 0; j < kernels.size(); ++j) prepare(static_cast<size_t>(kernels[j]), calls[j]);
-        if (region != kNoRegion && !overlapping(calls)) {
+        const bool in_region = region != kNoRegion;
+        for (size_t j = 0; j < kernels.size(); ++j) prepare(static_cast<size_t>(kernels[j]), calls[j], in_region);
+        if (in_region && !overlapping(calls)) {
           std::vector<void* const*> pointers;
           for (const KernelCall& c : calls) pointers.push_back(c.pointers.data());
           {
@@ -247,7 +243,7 @@ Tensors CppExecutable::run(TensorSpan inputs, std::span<const AttrValue> scalars
         for (size_t j = 0; j < kernels.size(); ++j) {
           if (j > 0) {
             calls[j] = KernelCall();
-            prepare(static_cast<size_t>(kernels[j]), calls[j]);
+            prepare(static_cast<size_t>(kernels[j]), calls[j], false);
           }
           {
             ProfileRange timed(kernel_names_[static_cast<size_t>(kernels[j])].c_str());

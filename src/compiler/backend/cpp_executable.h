@@ -74,10 +74,10 @@ class CppExecutable : public GraphExecutable {
   std::vector<std::vector<Argument>> arguments_;  // per kernel
   std::vector<RegionFn> region_functions_;        // per parallel region (LoopProgram::regions)
   std::vector<std::string> region_names_;         // per region: its profile range, "<graph>/r0"
-  // Per step: the region it starts, kRegionMember for a later kernel of a
+  // Per kernel: the region it starts, kRegionMember for a later kernel of a
   // region (run with the region), kNoRegion otherwise.
   static constexpr int kNoRegion = -1, kRegionMember = -2;
-  std::vector<int> region_of_step_;
+  std::vector<int> region_of_kernel_;
   std::vector<std::vector<ValueId>> free_after_;    // per step
 };
 

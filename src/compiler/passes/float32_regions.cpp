@@ -43,24 +43,20 @@ bool bf16_layer(const Graph& g, const Node& n) {
   return true;
 }
 
-// A bfloat16 layer this CPU runs in float32 anyway.
-bool float32_product(const Graph& g, const Node& n) {
+// Whether a bfloat16 layer computes in float32: one this CPU runs in float32
+// anyway (conv_bf16_runs_float32, matmul_bf16_runs_float32), or, asked
+// `among_float32` (its operands float32 values), also one whose bfloat16
+// kernel won its timing only by saving the casts it would need the other way
+// there (conv_bf16_loses_among_float32, matmul_bf16_loses_among_float32).
+bool float32_wins(const Graph& g, const Node& n, bool among_float32) {
   if (!bf16_layer(g, n)) return false;
   const ValueType& a = g.type(n.inputs[0]);
   const ValueType& b = g.type(n.inputs[1]);
-  if (is_convolution(n.op)) return conv_bf16_runs_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs);
-  return matmul_bf16_runs_float32(n.op, a.shape, a.strides, b.shape, b.strides);
-}
-
-// A bfloat16 convolution or matrix product whose bfloat16 kernel won its
-// timing only by saving the casts it would need the other way among float32
-// neighbours (conv_bf16_loses_among_float32, matmul_bf16_loses_among_float32).
-bool bf16_only_by_its_casts(const Graph& g, const Node& n) {
-  if (!bf16_layer(g, n)) return false;
-  const ValueType& a = g.type(n.inputs[0]);
-  const ValueType& b = g.type(n.inputs[1]);
-  if (is_convolution(n.op)) return conv_bf16_loses_among_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs);
-  return matmul_bf16_loses_among_float32(n.op, a.shape, a.strides, b.shape, b.strides);
+  if (is_convolution(n.op))
+    return among_float32 ? conv_bf16_loses_among_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs)
+                         : conv_bf16_runs_float32(n.op, a.shape, b.shape, has_bias(n), n.attrs);
+  return among_float32 ? matmul_bf16_loses_among_float32(n.op, a.shape, a.strides, b.shape, b.strides)
+                       : matmul_bf16_runs_float32(n.op, a.shape, a.strides, b.shape, b.strides);
 }
 
 // Ops that compute in whatever floating dtype their operands have and cost
@@ -137,7 +133,7 @@ class Widener {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       at_ = static_cast<int>(i);
-      if (float32_product(g_, n) || loses_among_float32(n)) {
+      if (float32_wins(g_, n, false) || loses_among_float32(n)) {
         product(n);
       } else if (plain_op(n) && n.op == OpId::cast) {
         cast(n);
@@ -192,10 +188,10 @@ class Widener {
     ++widened_;
   }
 
-  // A bf16_only_by_its_casts convolution or product whose operands are all
+  // A layer float32_wins among float32 values whose operands are all
   // float32 values here.
   bool loses_among_float32(const Node& n) const {
-    if (!bf16_only_by_its_casts(g_, n)) return false;
+    if (!float32_wins(g_, n, true)) return false;
     for (ValueId v : n.inputs)
       if (v != kNoValue && !available(v)) return false;
     return true;
@@ -283,7 +279,7 @@ int compute_float32_regions(Graph& g) {
   // A region starts at a layer that runs float32 anyway, or at one whose
   // bfloat16 only saves casts (when its operands turn out to be float32).
   bool any = false;
-  for (const Node& n : g.nodes) any = any || float32_product(g, n) || bf16_only_by_its_casts(g, n);
+  for (const Node& n : g.nodes) any = any || float32_wins(g, n, true);  // true also where it runs float32 anyway
   if (!any) return 0;
   Graph out;
   int widened = 0;
