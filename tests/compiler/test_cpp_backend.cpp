@@ -140,6 +140,31 @@ TEST(CppBackend, RecomputedValuesMatchBitForBit) {
   }
 }
 
+// A reduction over a few elements per output (airbench's global max-pool over
+// 3x3) puts its lanes over the outputs, each lane reducing its own output,
+// instead of over the 9 reduced elements with a reduction across lanes for
+// every output (render_cpp.cpp, few_reduced_elements).
+TEST(CppBackend, ReductionsOverFewElementsPutLanesOverTheOutputs) {
+  for (OpId op : {OpId::amax, OpId::sum, OpId::mean}) {
+    GraphBuilder b;
+    ValueId x = b.input(randn({8, 64, 3, 3}));
+    ValueId y = b.op(OpId::gelu, {x}, Attrs().set("approximate", std::string("none")));
+    b.output(b.op(op, {y}, dims_attrs({2, 3}, false)));
+    CppExecutable exe(b.g);
+    const std::string& src = exe.source();
+    SCOPED_TRACE(op_name(op));
+    EXPECT_NE(src.find("for (int64_t i0 = 0; i0 < (512); i0 += kv::kLanes)"), std::string::npos) << src;
+    EXPECT_NE(src.find("kv::load_strided(b0 + (9*i0 + r0), 9, n_)"), std::string::npos) << src;
+    EXPECT_EQ(src.find("kv::lane("), std::string::npos) << src;  // no reduction across lanes
+    expect_matches_interpreter(b.g, b.example_inputs);
+  }
+  GraphBuilder b;  // 20 elements per output: lanes over the reduced loop, as before
+  b.output(b.op(OpId::amax, {b.input(randn({8, 64, 4, 5}))}, dims_attrs({2, 3}, false)));
+  CppExecutable exe(b.g);
+  EXPECT_NE(exe.source().find("kv::lane("), std::string::npos) << exe.source();
+  expect_matches_interpreter(b.g, b.example_inputs);
+}
+
 // Eval batch norm folded into a convolution's weight: w * (gamma / sqrt(var
 // + eps)) per output channel. The per-channel part is computed once per row,
 // before the vector loop over the row's elements (it ran for every chunk of

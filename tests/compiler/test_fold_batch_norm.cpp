@@ -8,6 +8,7 @@
 #include "compiler/graph/printer.h"
 #include "compiler/passes/dead_code.h"
 #include "compiler/passes/fold_batch_norm.h"
+#include "core/cpu_features.h"
 #include "graph_builder.h"
 #include "kiln/compile.h"
 
@@ -100,13 +101,15 @@ TEST(FoldBatchNorm, ZooModelsEvalForwardsFoldEveryBatchNormAndMatchEager) {
       kiln::testing::CompiledEval r = kiln::testing::compile_zoo_eval(name, backend, 2);
       EXPECT_TENSOR_CLOSE(r.got, r.want, 1e-4, 1e-4);
       const Graph& g = r.executable;
-      // airbench normalizes after its max-pools: those batch norms stay.
+      // airbench normalizes after its max-pools: those batch norms stay, or
+      // on AVX-512 (nChw16c values) join their pools as generated kernels
+      // (fuse_pool_norm.h).
       for (const Node& n : g.nodes) {
         if (n.kind == NodeKind::Op && n.op == OpId::batch_norm) {
           EXPECT_NE(g.producer(n.inputs[0]).op, OpId::conv2d);
         }
       }
-      EXPECT_EQ(count(g, OpId::batch_norm), std::string(name) == "airbench" ? 3 : 0);
+      EXPECT_EQ(count(g, OpId::batch_norm), std::string(name) == "airbench" && !cpu_has_avx512() ? 3 : 0);
     }
   }
 }

@@ -57,7 +57,7 @@ TEST(PassPipeline, DefaultPassOrder) {
   names.clear();
   for (const Pass& p : execution_passes()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"float32_regions", "fuse_norm_activation", "fuse_conv_residual",
-                                             "blocked_layouts"}));
+                                             "blocked_layouts", "fuse_pool_norm"}));
 }
 
 TEST(PassPipeline, DumpsAfterEachPassWhenAsked) {

@@ -18,6 +18,7 @@
 #include "compiler/passes/fuse_conv_activation.h"
 #include "compiler/passes/fuse_conv_residual.h"
 #include "compiler/passes/fuse_norm_activation.h"
+#include "compiler/passes/fuse_pool_norm.h"
 #include "compiler/passes/noop_removal.h"
 #include "core/cpu_features.h"
 
@@ -83,6 +84,8 @@ std::vector<Pass> execution_passes() {
       {"blocked_layouts", [](Graph& g) {
          if (cpu_has_avx512()) keep_blocked_layouts(g);
        }},
+      // Eval: a blocked max-pool and the batch norm after it as one generated kernel.
+      {"fuse_pool_norm", [](Graph& g) { fuse_pool_norms(g); }},
   };
 }
 
