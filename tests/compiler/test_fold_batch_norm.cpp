@@ -79,10 +79,23 @@ TEST(FoldBatchNorm, AConvWithoutBiasGetsOne) {
   testing::expect_same_results(before, c.b.g, c.b.example_inputs);
 }
 
-TEST(FoldBatchNorm, LeavesTrainingSixteenBitAndSharedConvolutionsAlone) {
+TEST(FoldBatchNorm, BfloatConvolutionsFoldInFloat32AndCastOnce) {
+  for (bool conv_bias : {false, true}) {
+    ConvBn c(conv_bias, false, DType::BFloat16);
+    Graph before = c.b.g;
+    ASSERT_EQ(fold_batch_norms(c.b.g), 1);
+    eliminate_dead_code(c.b.g);
+    EXPECT_EQ(count(c.b.g, OpId::batch_norm), 0);
+    EXPECT_EQ(count(c.b.g, OpId::cast), conv_bias ? 4 : 3);  // weight (and bias) to float32, both back
+    // bfloat16 rounding of the folded weights: within a few bfloat16 ulps of the unfolded graph.
+    testing::expect_same_results(before, c.b.g, c.b.example_inputs, 5e-2, 5e-2);
+  }
+}
+
+TEST(FoldBatchNorm, LeavesTrainingHalfAndSharedConvolutionsAlone) {
   ConvBn training(true, /*training=*/true);
   EXPECT_EQ(fold_batch_norms(training.b.g), 0);
-  ConvBn half(true, false, DType::BFloat16);
+  ConvBn half(true, false, DType::Float16);
   EXPECT_EQ(fold_batch_norms(half.b.g), 0);
   // The convolution's output is also a graph output: the unnormalized values
   // must still exist.

@@ -38,7 +38,12 @@ int foldable_conv(const Graph& g, const Node& bn, const Uses& uses, const std::v
   if (uses.readers[static_cast<size_t>(x)] != 1 || uses.is_output[static_cast<size_t>(x)] ||
       mutated[static_cast<size_t>(x)])
     return -1;
-  if (g.type(x).dtype != DType::Float32) return -1;
+  // float32, or bfloat16 (autocast): the folding runs in float32 and casts
+  // the folded weight and bias to the convolution's dtype once, where the
+  // unfolded bfloat16 norm was a pass over every activation on plain layouts.
+  const DType dt = g.type(x).dtype;
+  if (dt != DType::Float32 && dt != DType::BFloat16) return -1;
+  if (g.type(conv.inputs[0]).dtype != dt || g.type(conv.inputs[1]).dtype != dt) return -1;
   for (size_t k = 1; k < 5; ++k)
     if (bn.inputs[k] != kNoValue && g.type(bn.inputs[k]).dtype != DType::Float32) return -1;
   return g.values[static_cast<size_t>(x)].node;
@@ -66,15 +71,21 @@ int fold_batch_norms(Graph& g) {
                                   .set("dtype", DType::Float32)
                                   .set("device", dev.str())
                                   .set("value", n.attrs.f("eps")));
+    // A bfloat16 convolution's weight and bias fold in float32, cast once.
+    const DType dt = g.type(conv.inputs[1]).dtype;
+    auto cast_to = [&rb](ValueId v, DType to) {
+      return rb.type(v).dtype == to ? v : rb.op(OpId::cast, {v}, Attrs().set("dtype", to));
+    };
     ValueId s = rb.op(OpId::rsqrt, {rb.op(OpId::add, {var, eps})});
     if (gamma != kNoValue) s = rb.op(OpId::mul, {gamma, s});
     const int64_t channels = g.type(conv.inputs[1]).shape[0];
     ValueId s4 = rb.op(OpId::view, {s}, Attrs().set("shape", Shape{channels, 1, 1, 1}));
-    ValueId w2 = rb.op(OpId::mul, {w, s4});
-    ValueId centered = cb != kNoValue ? rb.op(OpId::sub, {cb, mean}) : rb.op(OpId::neg, {mean});
+    ValueId w2 = cast_to(rb.op(OpId::mul, {cast_to(w, DType::Float32), s4}), dt);
+    ValueId centered =
+        cb != kNoValue ? rb.op(OpId::sub, {cast_to(cb, DType::Float32), mean}) : rb.op(OpId::neg, {mean});
     ValueId b2 = rb.op(OpId::mul, {centered, s});
     if (beta != kNoValue) b2 = rb.op(OpId::add, {b2, beta});
-    return rb.op(OpId::conv2d, {rb.mapped(conv.inputs[0]), w2, b2}, conv.attrs);
+    return rb.op(OpId::conv2d, {rb.mapped(conv.inputs[0]), w2, cast_to(b2, dt)}, conv.attrs);
   });
 }
 

@@ -151,12 +151,14 @@ class VectorRenderer {
   }
   static bool is(const std::optional<IndexExpr>& s, int64_t c) { return s && s->constant() == c; }
 
-  // Reductions over at most kFewReduced elements per output (a global max-pool
-  // over 3x3, airbench's amax) put their lanes over the output loop even when
-  // the reduced loop is contiguous: over the reduced loop, 9 of 16 lanes
-  // would compute (GELU's erf included) and each output would pay a
+  // Reductions over fewer than kFewReduced elements per output (a global
+  // max-pool over 3x3, airbench's amax) put their lanes over the output loop
+  // even when the reduced loop is contiguous: over the reduced loop, 9 of 16
+  // lanes would compute (GELU's erf included) and each output would pay a
   // 16-step reduction across lanes, 0.96 ms of an airbench train step for
-  // 32768 outputs; over the outputs, each lane reduces its own output.
+  // 32768 outputs; over the outputs, each lane reduces its own output. 16
+  // elements (ResNet-18's 4x4 average pool) fill a vector and stay as they
+  // were: over the outputs its bfloat16 loads went element by element.
   static constexpr int64_t kFewReduced = 16;
   bool few_reduced_elements() const {
     int64_t n = 1;
@@ -167,7 +169,7 @@ class VectorRenderer {
     }
     for (const Reduction& r : k_.reductions)
       if (r.op == ReduceOp::Welford) return false;
-    return n <= kFewReduced;
+    return n < kFewReduced;
   }
   bool stores_contiguously(const std::string& var) const {
     for (const Store& st : k_.stores)
@@ -201,7 +203,7 @@ class VectorRenderer {
     const std::string& r = k_.reduce_loops.back().var;
     if (few_reduced_elements() && !k_.loops.empty() && stores_contiguously(vec_var_) && reads_linearly(vec_var_)) {
       std::optional<int64_t> outputs = k_.loops.back().extent.constant();
-      if (!outputs || *outputs >= kFewReduced) return;
+      if (!outputs || *outputs >= kFewReduced) return;  // enough outputs to fill the lanes
     }
     if (reads_contiguously(r, false) || k_.loops.empty() || !reads_contiguously(vec_var_, true)) {
       mode_ = Mode::Reduced;
