@@ -54,6 +54,15 @@ struct ExplainFusedKernel {
   int64_t bytes_not_written = 0;  // values of those ops that stay in registers
 };
 
+// Generated kernels that run as one OpenMP parallel region (one thread team
+// started once, one barrier at the end): consecutive kernels that share no
+// memory, such as the optimizer's updates of every parameter.
+struct ExplainParallelRegion {
+  std::string graph;                 // the graph's name (ExplainGraph::name)
+  std::string region;                // its name in the generated code: r0, r1, ...
+  std::vector<std::string> kernels;  // its kernels in order: k3, k4, ...
+};
+
 // A convolution of a compiled graph on the CPU (oneDNN): what it computes
 // in and which kernel runs it, after the per-layer choices (bfloat16 against
 // float32 under autocast; the algorithm under mode "max-autotune").
@@ -92,6 +101,7 @@ struct ExplainReport {
   // Backend "cpp": every generated kernel that covers more than one op, over
   // all graphs. Empty for the interpreter, which runs each op on its kernel.
   std::vector<ExplainFusedKernel> fused_kernels;
+  std::vector<ExplainParallelRegion> parallel_regions;  // backend "cpp"
   std::vector<ExplainConvolution> convolutions;  // CPU graphs only
 
   // The human summary: counts, graph breaks with reasons, guards, op counts,

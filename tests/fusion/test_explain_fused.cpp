@@ -31,6 +31,22 @@ TEST(ExplainFusedKernels, CppBackendListsTheChainWithItsUnwrittenIntermediates) 
   EXPECT_NE(html.find("<td>mul + add + relu</td><td>16384</td>"), std::string::npos) << html;
 }
 
+// Independent large kernels run as one OpenMP region (parallel_regions.h):
+// explain lists it with its kernels, in text and JSON.
+TEST(ExplainFusedKernels, ListsParallelRegionsWithTheirKernels) {
+  auto f = [](const Tensor& x, const Tensor& y) { return add(sum(sigmoid(x)), sum(exp(y))); };
+  ExplainReport r = explain(f, randn({300, 257}), randn({200, 300}));
+  ASSERT_EQ(r.parallel_regions.size(), 1u) << r.str();
+  EXPECT_EQ(r.parallel_regions[0].region, "r0");
+  EXPECT_EQ(r.parallel_regions[0].kernels, (std::vector<std::string>{"k0", "k1"})) << r.str();
+  EXPECT_NE(r.str().find("/r0: k0 k1\n"), std::string::npos) << r.str();
+  nlohmann::json j = r.json();
+  ASSERT_EQ(j["parallel_regions"].size(), 1u);
+  EXPECT_EQ(j["parallel_regions"][0]["kernels"][1], "k1");
+  ExplainReport small = explain(f, randn({8, 8}), randn({4, 8}));  // too small to start a thread team
+  EXPECT_TRUE(small.parallel_regions.empty()) << small.str();
+}
+
 TEST(ExplainFusedKernels, TheDefaultBackendIsCpp) {
   auto f = [](const Tensor& x) { return relu(add(mul(x, 2.0), 1.0)); };
   ExplainReport r = explain(f, randn({8, 8}));

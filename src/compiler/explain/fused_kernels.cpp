@@ -2,6 +2,7 @@
 // program (compiler/schedule decides the fusion; this only reads it).
 #include "compiler/explain/fused_kernels.h"
 
+#include <string>
 #include <unordered_set>
 
 #include "compiler/graph/graph.h"
@@ -32,6 +33,18 @@ std::vector<ExplainFusedKernel> fused_kernels(const std::string& graph_name, con
       }
     }
     out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<ExplainParallelRegion> parallel_regions(const std::string& graph_name,
+                                                    const compiler::lower::LoopProgram& p) {
+  std::vector<ExplainParallelRegion> out;
+  for (size_t r = 0; r < p.regions.size(); ++r) {
+    ExplainParallelRegion region{graph_name, std::to_string(r), {}};
+    region.region.insert(0, 1, 'r');  // not "r" + ...: GCC 12 warns falsely (-Wrestrict) about that
+    for (int k : p.regions[r]) region.kernels.push_back(p.kernels.at(static_cast<size_t>(k)).name);
+    out.push_back(std::move(region));
   }
   return out;
 }

@@ -13,4 +13,8 @@ namespace kiln::detail {
 // store (they live only inside the kernel's loop body).
 std::vector<ExplainFusedKernel> fused_kernels(const std::string& graph_name, const compiler::lower::LoopProgram& p);
 
+// Each parallel region of `p` (compiler/schedule/parallel_regions.h) with its kernels.
+std::vector<ExplainParallelRegion> parallel_regions(const std::string& graph_name,
+                                                    const compiler::lower::LoopProgram& p);
+
 }  // namespace kiln::detail

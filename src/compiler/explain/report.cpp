@@ -114,8 +114,11 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
         if (node.kind == compiler::NodeKind::Op) ++r.ops[op_name(node.op)];
       if (s.ends_in_break) r.graph_breaks.push_back({s.break_op, s.break_what, s.break_where});
       // The cpp backend's fused kernels, as its scheduler made them.
-      if (auto* cpp = dynamic_cast<const compiler::CppExecutable*>(s.interpreter.get()))
+      if (auto* cpp = dynamic_cast<const compiler::CppExecutable*>(s.interpreter.get())) {
         for (ExplainFusedKernel& f : fused_kernels(eg.name, cpp->program())) r.fused_kernels.push_back(std::move(f));
+        for (ExplainParallelRegion& pr : parallel_regions(eg.name, cpp->program()))
+          r.parallel_regions.push_back(std::move(pr));
+      }
       // What ran: the graph after the passes (the forward and backward
       // graphs of an ahead-of-time split where there is one).
       if (s.aot) {

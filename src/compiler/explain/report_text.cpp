@@ -74,6 +74,15 @@ std::string ExplainReport::str(bool as_run) const {
     s += "  " + plural(static_cast<int64_t>(fused_kernels.size()), "fused kernel", "fused kernels") +
          ", intermediates not written: " + bytes_str(not_written) + "\n";
 
+  if (!parallel_regions.empty()) {
+    s += "\nparallel regions (kernels that share no memory, one OpenMP thread team each):\n";
+    for (const ExplainParallelRegion& r : parallel_regions) {
+      std::string list;
+      for (const std::string& k : r.kernels) list += (list.empty() ? "" : " ") + k;
+      s += "  " + r.graph + "/" + r.region + ": " + list + "\n";
+    }
+  }
+
   if (!convolutions.empty()) {
     s += "\nconvolutions (oneDNN, after the per-layer choices; docs/compile.md, \"max-autotune\"):\n";
     for (const ExplainConvolution& c : convolutions)
@@ -121,6 +130,9 @@ nlohmann::json ExplainReport::json() const {
   for (const ExplainFusedKernel& f : fused_kernels)
     j["fused_kernels"].push_back(
         {{"graph", f.graph}, {"kernel", f.kernel}, {"ops", f.ops}, {"bytes_not_written", f.bytes_not_written}});
+  j["parallel_regions"] = nlohmann::json::array();
+  for (const ExplainParallelRegion& r : parallel_regions)
+    j["parallel_regions"].push_back({{"graph", r.graph}, {"region", r.region}, {"kernels", r.kernels}});
   j["convolutions"] = nlohmann::json::array();
   for (const ExplainConvolution& c : convolutions)
     j["convolutions"].push_back({{"graph", c.graph}, {"node", c.node}, {"shapes", c.shapes}, {"precision", c.precision},
