@@ -184,9 +184,12 @@ TEST(Capture, WholeAdamWTrainStepIsOneGraphAndMatchesEager) {
   // AdamW moves each weight by about lr * m / sqrt(v): where a gradient is
   // near zero, m / sqrt(v) turns a last-bit difference of the gradient (the
   // compiled graph sums in another order) into a visible one of the step, up
-  // to a fraction of lr = 1e-3 (2.7e-6 seen in a -O2 sanitizer build). So the
-  // parameters agree within 1% of one step's size, not 1e-6.
-  check_train_step<optim::AdamW>(optim::AdamWOptions(1e-3).weight_decay(0.1), 1e-5);
+  // to a fraction of lr = 1e-3 (2.7e-6 seen in a -O2 sanitizer build; 2.3e-4
+  // on 3 of 48000 weights since the first convolution runs as generated loops,
+  // compiler/lower/small_conv.h, which sum its 75 products in another order
+  // than oneDNN). So the parameters agree within a third of one step's size
+  // per step taken, not 1e-6; SGD's test above stays at 1e-6.
+  check_train_step<optim::AdamW>(optim::AdamWOptions(1e-3).weight_decay(0.1), 1e-3);
 }
 
 }  // namespace

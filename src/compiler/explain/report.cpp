@@ -8,6 +8,7 @@
 #include "compiler/capture/compiled_state.h"
 #include "compiler/aot/saved_bytes.h"
 #include "compiler/backend/cpp_executable.h"
+#include "compiler/lower/small_conv.h"
 #include "compiler/explain/fused_kernels.h"
 #include "compiler/graph/dot.h"
 #include "compiler/graph/printer.h"
@@ -54,7 +55,10 @@ std::string scalar_inputs_str(const Graph& g) {
 
 // The CPU convolutions of `g` as they run now (after the calls explain made:
 // the per-layer choices are taken on a layer's first call).
-void add_convolutions(const Graph& g, const std::string& graph_name, std::vector<ExplainConvolution>& out) {
+// `generated`: the graph runs on the cpp backend, where convolutions of few
+// output channels are generated loops (compiler/lower/small_conv.h).
+void add_convolutions(const Graph& g, const std::string& graph_name, bool generated,
+                      std::vector<ExplainConvolution>& out) {
   for (const compiler::Node& n : g.nodes) {
     if (n.kind != compiler::NodeKind::Op) continue;
     if (n.op != OpId::conv2d && n.op != OpId::conv2d_backward_input && n.op != OpId::conv2d_backward_weight) continue;
@@ -68,6 +72,11 @@ void add_convolutions(const Graph& g, const std::string& graph_name, std::vector
     c.node = node.str();
     c.shapes = compiler::type_str(a) + " x " + compiler::type_str(b);
     const bool bias = n.op == OpId::conv2d && n.inputs.size() > 2 && n.inputs[2] != compiler::kNoValue;
+    if (generated && compiler::lower::lowers_as_small_conv(g, n)) {
+      c.precision = "float32", c.algorithm = "generated loops", c.impl = "kiln (few output channels)";
+      out.push_back(std::move(c));
+      continue;
+    }
     try {
       ConvRun r = describe_conv_run(n.op, a.shape, b.shape, bias, a.dtype, n.attrs);
       c.precision = r.precision, c.algorithm = r.algorithm, c.impl = r.impl;
@@ -88,6 +97,7 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
   r.fell_back = state.stats.fell_back;
   r.fallback_reason = state.stats.fallback_reason;
   r.backend = state.options.backend();
+  const bool generated = r.backend == "cpp";
 
   // Variants share the segments before the point where they diverged: each
   // segment is reported once, under the first variant that holds it.
@@ -122,10 +132,10 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
       // What ran: the graph after the passes (the forward and backward
       // graphs of an ahead-of-time split where there is one).
       if (s.aot) {
-        add_convolutions(s.aot->graphs().forward, eg.name + "/forward", r.convolutions);
-        add_convolutions(s.aot->graphs().backward, eg.name + "/backward", r.convolutions);
+        add_convolutions(s.aot->graphs().forward, eg.name + "/forward", generated, r.convolutions);
+        add_convolutions(s.aot->graphs().backward, eg.name + "/backward", generated, r.convolutions);
       } else {
-        add_convolutions(s.executable.nodes.empty() ? g : s.executable, eg.name, r.convolutions);
+        add_convolutions(s.executable.nodes.empty() ? g : s.executable, eg.name, generated, r.convolutions);
       }
       r.graphs.push_back(std::move(eg));
       scalars.push_back(scalar_inputs_str(g));

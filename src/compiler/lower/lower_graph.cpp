@@ -1,6 +1,7 @@
 // Lowering a graph to the loop IR (lower_graph.h).
 #include "compiler/lower/lower_graph.h"
 
+#include "compiler/lower/small_conv.h"
 #include "compiler/lower/view_access.h"
 #include "kiln/shape.h"
 
@@ -180,6 +181,37 @@ Kernel lower_reduction(const Graph& g, const std::vector<bool>& folded, int node
   return k;
 }
 
+// A small convolution (small_conv.h) as a reduction over (c, i, j) of
+// in[n, c, y + i, x + j] * w[o, c, i, j], plus the bias, then ReLU.
+Kernel lower_small_conv(const Graph& g, const std::vector<bool>& folded, int node_index) {
+  const Node& n = g.nodes[static_cast<size_t>(node_index)];
+  const ValueType& w = g.type(n.inputs[1]);
+  Kernel k;
+  k.nodes = {node_index};
+  std::vector<IndexExpr> out_sizes = size_exprs(g.type(n.outputs[0]));
+  k.loops = loops_over(out_sizes);
+  std::vector<IndexExpr> o = output_coords(out_sizes);
+  std::vector<IndexExpr> r;
+  for (size_t d = 1; d < 4; ++d) {
+    if (w.shape[d] == 1) {
+      r.emplace_back(0);
+      continue;
+    }
+    std::string var = numbered("r", static_cast<int64_t>(k.reduce_loops.size()));
+    k.reduce_loops.push_back({var, IndexExpr(w.shape[d])});
+    r.push_back(IndexExpr::symbol(var));
+  }
+  int x = k.add_load(resolve_load(g, folded, n.inputs[0], {o[0], r[0], o[2] + r[1], o[3] + r[2]}));
+  int wt = k.add_load(resolve_load(g, folded, n.inputs[1], {o[1], r[0], r[1], r[2]}));
+  k.reductions.push_back({ReduceOp::Sum, ScalarExpr::input(x) * ScalarExpr::input(wt)});
+  ScalarExpr result = ScalarExpr::input(kAccumulatorBase);
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue)
+    result = result + ScalarExpr::input(k.add_load(resolve_load(g, folded, n.inputs[2], {o[1]})));
+  if (n.attrs.has("activation")) result = scalar::relu(result);
+  k.stores.push_back(store_of(g, n.outputs[0], result));
+  return k;
+}
+
 }  // namespace
 
 std::vector<NodeLowering> classify_nodes(const Graph& g) {
@@ -190,7 +222,7 @@ std::vector<NodeLowering> classify_nodes(const Graph& g) {
     if (n.kind != NodeKind::Op) l = NodeLowering::None;
     else if (op_kind(n.op) == OpKind::View) l = folded[n.outputs[0]] ? NodeLowering::FoldedView : NodeLowering::Extern;
     else if (lowers_as_pointwise(g, n)) l = NodeLowering::Pointwise;
-    else if (lowers_as_reduction(g, n)) l = NodeLowering::Reduction;
+    else if (lowers_as_reduction(g, n) || lowers_as_small_conv(g, n)) l = NodeLowering::Reduction;
     kinds.push_back(l);
   }
   return kinds;
@@ -218,7 +250,8 @@ LoopProgram lower_graph(const Graph& g) {
       case NodeLowering::Pointwise:
       case NodeLowering::Reduction:
         p.kernels.push_back(kinds[i] == NodeLowering::Pointwise ? lower_pointwise(g, folded, static_cast<int>(i))
-                                                                : lower_reduction(g, folded, static_cast<int>(i)));
+                            : n.op == OpId::conv2d               ? lower_small_conv(g, folded, static_cast<int>(i))
+                                                                 : lower_reduction(g, folded, static_cast<int>(i)));
         p.kernels.back().name = numbered("k", static_cast<int64_t>(p.kernels.size() - 1));
         p.steps.push_back({Step::Kind::Kernel, -1, static_cast<int>(p.kernels.size()) - 1});
         break;

@@ -10,8 +10,9 @@
 //   - pointwise ops with a scalar formula (ops/scalar_expr.h), inputs
 //     broadcast; a one-element constant input becomes a literal;
 //   - sum, mean, amax, amin over any dims, keepdim or not; var by Welford;
-//   - views folded into indexing (view_access.h).
-// Everything else is an extern node: conv2d, matmul, pooling, batch_norm,
+//   - views folded into indexing (view_access.h);
+//   - conv2d of few output channels as a reduction (small_conv.h).
+// Everything else is an extern node: other conv2d, matmul, pooling, batch_norm,
 // softmax kernels, argmax, in-place ops, random and factory ops, other
 // dtypes, attributes read from scalar inputs. An op that may not lower
 // stays extern; it never lowers to a different answer.

@@ -7,6 +7,7 @@
 
 #include "compiler/graph/rebuilder.h"
 #include "compiler/graph/rewrite.h"
+#include "compiler/lower/small_conv.h"
 #include "ops/blocked_layout.h"
 #include "ops/conv_fused.h"
 #include "ops/op_def.h"
@@ -108,6 +109,7 @@ std::vector<PortGroup> port_groups(const Graph& g, const Node& n) {
   auto out = [](size_t i) { return Port{true, i}; };
   switch (n.op) {
     case OpId::conv2d: {  // with a residual (input 3), that takes the output's layout
+      if (lower::lowers_as_small_conv(g, n)) return {};  // generated loops over NCHW, not oneDNN
       const PaddedBlockedSides padded = padded_sides(g, n);
       if (n.inputs.size() > 3 && n.inputs[3] != kNoValue)
         return {{"in_layout", {in(0)}, {false, kNone}, padded.src}, {"out_layout", {out(0), in(3)}}};

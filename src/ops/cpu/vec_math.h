@@ -43,11 +43,11 @@ vf Sleef_powf8_u10avx2(vf, vf);
 }
 
 // ---- lanes ----
-static inline vf set1(float x) {  // (not vf{} + x: 0 + -0 is +0)
-  vf v;
-  for (int l = 0; l < kLanes; ++l) v[l] = x;
-  return v;
-}
+// x on every lane. x - (+0) is x for every x (-0 - +0 is -0; vf{} + x would
+// turn -0 into +0), and GCC makes it one broadcast; a loop over the lanes
+// stayed a loop of scalar broadcasts inside a generated convolution's
+// unrolled body (7.7 ms instead of 1.0 ms for the tutorial's first layer).
+static inline vf set1(float x) { return x - vf{}; }
 static inline vf add(vf a, vf b) { return a + b; }
 static inline vf sub(vf a, vf b) { return a - b; }
 static inline vf mul(vf a, vf b) { return a * b; }

@@ -171,6 +171,12 @@ class VectorRenderer {
       if (r.op == ReduceOp::Welford) return false;
     return n < kFewReduced;
   }
+  bool short_innermost_reduction() const {
+    for (const Reduction& r : k_.reductions)
+      if (r.op == ReduceOp::Welford) return false;
+    std::optional<int64_t> e = k_.reduce_loops.back().extent.constant();
+    return e && *e < kFewReduced;
+  }
   bool stores_contiguously(const std::string& var) const {
     for (const Store& st : k_.stores)
       if (auto s = st.flat().coefficient_of(var); !is(s, 0) && !is(s, 1)) return false;
@@ -204,6 +210,14 @@ class VectorRenderer {
     if (few_reduced_elements() && !k_.loops.empty() && stores_contiguously(vec_var_) && reads_linearly(vec_var_)) {
       std::optional<int64_t> outputs = k_.loops.back().extent.constant();
       if (!outputs || *outputs >= kFewReduced) return;  // enough outputs to fill the lanes
+    }
+    // A short innermost reduced loop whose output loop every load walks
+    // contiguously (a convolution's window row: in[.., y + i, x + j] walks x
+    // as it walks j) also takes its lanes over the outputs: full vectors of
+    // x instead of 5 of 16 lanes of j.
+    if (short_innermost_reduction() && !k_.loops.empty() && reads_contiguously(vec_var_, true)) {
+      std::optional<int64_t> outputs = k_.loops.back().extent.constant();
+      if (!outputs || *outputs >= kFewReduced) return;
     }
     if (reads_contiguously(r, false) || k_.loops.empty() || !reads_contiguously(vec_var_, true)) {
       mode_ = Mode::Reduced;
@@ -488,9 +502,109 @@ class VectorRenderer {
     if (!hoist.empty()) compute(indent, hoist, {});
   }
 
+  // The output loop (not the lanes' own) that a reduction runs inside its
+  // reduced loops, one accumulator per iteration ("unroll and jam"): one of
+  // 2 to 8 iterations that some load of the reduced loops does not use, so
+  // that load is read once for all of them (a convolution of few output
+  // channels: the input row is loaded once for every channel's accumulator;
+  // small_conv.h). -1: none.
+  int jam_loop() const {
+    const size_t n = k_.loops.size();
+    if (!k_.is_reduction() || n < 2) return -1;
+    for (const Reduction& r : k_.reductions)
+      if (r.op == ReduceOp::Welford) return -1;
+    for (size_t d = n - 1; d-- > 0;) {
+      std::optional<int64_t> e = k_.loops[d].extent.constant();
+      if (!e || *e < 2 || *e > 8) continue;
+      for (const Load& l : k_.loads) {
+        bool in_reduction = false;
+        for (const Loop& r : k_.reduce_loops) in_reduction = in_reduction || l.flat().uses(r.var);
+        if (in_reduction && !l.flat().uses(k_.loops[d].var)) return static_cast<int>(d);
+      }
+    }
+    return -1;
+  }
+
+  // Outputs mode with loop `jam` inside the reduced loops: the other output
+  // loops in parallel, the lanes, accumulator arrays indexed by the jammed
+  // loop's variable, and that loop again around the stores.
+  void render_jammed(size_t jam) {
+    size_t indent = 1;
+    const size_t n = k_.loops.size();
+    std::vector<Loop> outer;
+    for (size_t d = 0; d + 1 < n; ++d)
+      if (d != jam) outer.push_back(k_.loops[d]);
+    for (size_t d = 0; d < outer.size(); ++d) open_loop(indent, outer[d], d == 0 ? parallel_pragma(outer.size()) : "");
+    new_scope();
+    // Where the row holds at least one full vector, its last chunk is the
+    // row's last kLanes elements (overlapping the chunk before; those outputs
+    // are computed again, alike): every load and store is a full vector, not
+    // a partial copy (28 outputs per row were 16 + 12, and the 12-lane loads
+    // went through a copy of variable length).
+    const Loop& lanes = k_.loops.back();
+    if (std::optional<int64_t> e = lanes.extent.constant(); e && *e >= 16) {
+      const std::string extent = paren_index(lanes.extent);
+      const std::string chunk = lanes.var + "_";
+      if (outer.empty() && !parallel_pragma(1).empty()) emit(indent, parallel_pragma(1));
+      emit(indent++, "for (int64_t " + chunk + " = 0; " + chunk + " < " + extent + "; " + chunk + " += kv::kLanes) {");
+      emit(indent, "const int64_t " + lanes.var + " = " + chunk + " + kv::kLanes <= " + extent + " ? " + chunk + " : " +
+                       extent + " - kv::kLanes;");
+      emit(indent, "const long n_ = kv::kLanes;");
+    } else {
+      open_lane_loop(indent, lanes, outer.empty() ? parallel_pragma(1) : "");
+    }
+    in_lanes_ = true;
+    // The jammed loop is written out, one copy per iteration with its own
+    // accumulator variables: GCC keeps an indexed array of them in memory.
+    const Loop& j = k_.loops[jam];
+    const int64_t copies = *j.extent.constant();
+    auto acc_name = [](size_t r, int64_t c) { return numbered("acc", static_cast<int64_t>(r)) + "_" + std::to_string(c); };
+    for (size_t r = 0; r < k_.reductions.size(); ++r)
+      for (int64_t c = 0; c < copies; ++c)
+        emit(indent, "kv::vf " + acc_name(r, c) + " = kv::set1(" + identity(k_.reductions[r].op) + ");");
+    const size_t base = indent;
+    for (const Loop& l : k_.reduce_loops) open_loop(indent, l, "");
+    new_scope();
+    // Loads the jammed loop does not change, read once before its copies.
+    std::vector<ScalarExpr> shared;
+    for (size_t i = 0; i < k_.loads.size(); ++i)
+      if (!k_.loads[i].flat().uses(j.var) && !hoisted_.count(static_cast<int>(i)))
+        shared.push_back(ScalarExpr::input(static_cast<int>(i)));
+    if (!shared.empty()) compute(indent, shared, {});
+    const auto shared_temps = temps_;
+    const auto shared_operands = operands_;
+    std::vector<ScalarExpr> values;
+    for (const Reduction& r : k_.reductions) values.push_back(r.value);
+    for (int64_t c = 0; c < copies; ++c) {
+      temps_ = shared_temps;
+      operands_ = shared_operands;
+      emit(indent++, "{");
+      emit(indent, "const int64_t " + j.var + " = " + std::to_string(c) + ";");
+      std::vector<Value> v = compute(indent, values, {});
+      for (size_t r = 0; r < k_.reductions.size(); ++r)
+        render_combine(indent, k_.reductions[r].op, acc_name(r, c), as_float(v[r]));
+      emit(--indent, "}");
+    }
+    close_to(indent, base);
+    for (int64_t c = 0; c < copies; ++c) {
+      emit(indent++, "{");
+      emit(indent, "const int64_t " + j.var + " = " + std::to_string(c) + ";");
+      new_scope();
+      std::vector<std::string> accs;
+      for (size_t r = 0; r < k_.reductions.size(); ++r) accs.push_back(acc_name(r, c));
+      render_stores(indent, accs);
+      emit(--indent, "}");
+    }
+    close_to(indent, 1);
+  }
+
   // Lanes over the innermost output loop; reductions (if any) run their
   // reduced loops inside, one accumulator lane per output.
   void render_outputs_mode() {
+    if (int jam = jam_loop(); jam >= 0) {
+      render_jammed(static_cast<size_t>(jam));
+      return;
+    }
     size_t indent = 1;
     size_t n = k_.loops.size();
     if (n > 1) open_parallel_loops(indent, n - 1);
