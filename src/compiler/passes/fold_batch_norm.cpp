@@ -5,6 +5,7 @@
 
 #include "compiler/graph/rebuilder.h"
 #include "compiler/graph/rewrite.h"
+#include "compiler/passes/eval_norm.h"
 
 namespace kiln::compiler {
 namespace {
@@ -58,33 +59,18 @@ int fold_batch_norms(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (int c = foldable_conv(g, g.nodes[i], uses, mutated); c >= 0) conv_of_bn[static_cast<int>(i)] = c;
   return fuse_pairs(g, conv_of_bn, [&g](Rebuilder& rb, const Node& n, const Node& conv) {
-    const ValueId gamma = rb.mapped(n.inputs[1]), beta = rb.mapped(n.inputs[2]);
-    const ValueId mean = rb.mapped(n.inputs[3]), var = rb.mapped(n.inputs[4]);
     const ValueId w = rb.mapped(conv.inputs[1]);
     const ValueId cb = conv.inputs.size() > 2 ? rb.mapped(conv.inputs[2]) : kNoValue;
-    const Device dev = g.type(n.inputs[4]).device;
-    // eps as a full() node, not a tensor constant: a pass may run while a
-    // capture records, where any tensor made here would be a placeholder.
-    const ValueId eps = rb.op(OpId::full, {},
-                              Attrs()
-                                  .set("shape", Shape{})
-                                  .set("dtype", DType::Float32)
-                                  .set("device", dev.str())
-                                  .set("value", n.attrs.f("eps")));
     // A bfloat16 convolution's weight and bias fold in float32, cast once.
     const DType dt = g.type(conv.inputs[1]).dtype;
     auto cast_to = [&rb](ValueId v, DType to) {
       return rb.type(v).dtype == to ? v : rb.op(OpId::cast, {v}, Attrs().set("dtype", to));
     };
-    ValueId s = rb.op(OpId::rsqrt, {rb.op(OpId::add, {var, eps})});
-    if (gamma != kNoValue) s = rb.op(OpId::mul, {gamma, s});
+    const ValueId s = eval_norm_scale(rb, g, n);
     const int64_t channels = g.type(conv.inputs[1]).shape[0];
     ValueId s4 = rb.op(OpId::view, {s}, Attrs().set("shape", Shape{channels, 1, 1, 1}));
     ValueId w2 = cast_to(rb.op(OpId::mul, {cast_to(w, DType::Float32), s4}), dt);
-    ValueId centered =
-        cb != kNoValue ? rb.op(OpId::sub, {cast_to(cb, DType::Float32), mean}) : rb.op(OpId::neg, {mean});
-    ValueId b2 = rb.op(OpId::mul, {centered, s});
-    if (beta != kNoValue) b2 = rb.op(OpId::add, {b2, beta});
+    ValueId b2 = eval_norm_shift(rb, n, s, cb != kNoValue ? cast_to(cb, DType::Float32) : kNoValue);
     return rb.op(OpId::conv2d, {rb.mapped(conv.inputs[0]), w2, cast_to(b2, dt)}, conv.attrs);
   });
 }

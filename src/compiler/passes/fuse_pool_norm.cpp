@@ -6,6 +6,7 @@
 
 #include "compiler/graph/rebuilder.h"
 #include "compiler/graph/rewrite.h"
+#include "compiler/passes/eval_norm.h"
 #include "ops/blocked_layout.h"
 #include "ops/pool_attrs.h"
 
@@ -14,8 +15,9 @@ namespace {
 
 bool is_blocked(const Node& n, const char* attr) { return n.attrs.has(attr) && n.attrs.s(attr) == kNChw16c; }
 
-bool unread(const ReadFacts& facts, const Graph& g, ValueId v) {
-  return v == kNoValue || (facts.readers(v).empty() && facts.private_value(v) && g.type(v).shape.size() <= 1);
+// A node's output nothing reads (not a graph output either).
+bool unread(const ReadFacts& facts, ValueId v) {
+  return v == kNoValue || (facts.readers(v).empty() && facts.private_value(v));
 }
 
 // A 2x2, stride-2 window in floor mode, no padding, dilation or indices
@@ -34,16 +36,15 @@ bool plain_2x2_pool(const Node& pool) {
 int fusable_pool(const Graph& g, const Node& bn, const ReadFacts& facts) {
   if (!plain_op(bn, OpId::batch_norm) || bn.attrs.b("training") || !is_blocked(bn, "layout")) return -1;
   if (bn.inputs.size() != 5 || bn.inputs[3] == kNoValue || bn.inputs[4] == kNoValue) return -1;
-  if (!facts.readers(bn.outputs[1]).empty() || !facts.readers(bn.outputs[2]).empty()) return -1;
-  for (size_t k = 1; k < 3; ++k)
-    if (bn.outputs[k] != kNoValue && !facts.private_value(bn.outputs[k])) return -1;
+  if (!unread(facts, bn.outputs[1]) || !unread(facts, bn.outputs[2])) return -1;
   if (bn.attrs.has("activation") && bn.attrs.s("activation") != "relu" && bn.attrs.s("activation") != "gelu")
     return -1;
   const ValueId y = bn.inputs[0];
   const Node& pool = g.producer(y);
   if (!plain_op(pool, OpId::max_pool2d) || !plain_2x2_pool(pool)) return -1;
   if (!is_blocked(pool, "input_layout") || !is_blocked(pool, "output_layout") || pool.attrs.has("channels")) return -1;
-  if (facts.readers(y).size() != 1 || !facts.private_value(y) || !unread(facts, g, pool.outputs[1])) return -1;
+  if (facts.readers(y).size() != 1 || !facts.private_value(y) || !unread(facts, pool.outputs[1]))
+    return -1;  // the pool goes: its (empty, indices=false) second output must be unread too
   const ValueType& x = g.type(pool.inputs[0]);
   const ValueType& t = g.type(y);
   if (x.dtype != DType::Float32 || t.dtype != DType::Float32 || x.device != Device::cpu()) return -1;
@@ -76,18 +77,8 @@ int fuse_pool_norms(Graph& g) {
     };
     ValueId m = rb.op(OpId::maximum, {rb.op(OpId::maximum, {window_element(0, 0), window_element(0, 1)}),
                                       rb.op(OpId::maximum, {window_element(1, 0), window_element(1, 1)})});
-    const ValueId gamma = rb.mapped(bn.inputs[1]), beta = rb.mapped(bn.inputs[2]);
-    const ValueId mean = rb.mapped(bn.inputs[3]), var = rb.mapped(bn.inputs[4]);
-    // eps as a full() node (a pass may run while a capture records: no tensor constants).
-    const ValueId eps = rb.op(OpId::full, {}, Attrs()
-                                                  .set("shape", Shape{})
-                                                  .set("dtype", DType::Float32)
-                                                  .set("device", Device::cpu().str())
-                                                  .set("value", bn.attrs.f("eps")));
-    ValueId scale = rb.op(OpId::rsqrt, {rb.op(OpId::add, {var, eps})});
-    if (gamma != kNoValue) scale = rb.op(OpId::mul, {gamma, scale});
-    ValueId shift = rb.op(OpId::mul, {rb.op(OpId::neg, {mean}), scale});
-    if (beta != kNoValue) shift = rb.op(OpId::add, {shift, beta});
+    const ValueId scale = eval_norm_scale(rb, g, bn);
+    const ValueId shift = eval_norm_shift(rb, bn, scale, kNoValue);
     const Shape lanes{1, pooled[1], 1, 1, kChannelBlock};
     ValueId y = rb.op(OpId::add, {rb.op(OpId::mul, {m, rb.op(OpId::view, {scale}, Attrs().set("shape", lanes))}),
                                   rb.op(OpId::view, {shift}, Attrs().set("shape", lanes))});

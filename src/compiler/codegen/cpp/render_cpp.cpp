@@ -160,6 +160,11 @@ class VectorRenderer {
   // elements (ResNet-18's 4x4 average pool) fill a vector and stay as they
   // were: over the outputs its bfloat16 loads went element by element.
   static constexpr int64_t kFewReduced = 16;
+  bool has_welford() const {
+    for (const Reduction& r : k_.reductions)
+      if (r.op == ReduceOp::Welford) return true;
+    return false;
+  }
   bool few_reduced_elements() const {
     int64_t n = 1;
     for (const Loop& l : k_.reduce_loops) {
@@ -167,20 +172,32 @@ class VectorRenderer {
       if (!e) return false;
       n *= *e;
     }
-    for (const Reduction& r : k_.reductions)
-      if (r.op == ReduceOp::Welford) return false;
-    return n < kFewReduced;
+    return !has_welford() && n < kFewReduced;
   }
   bool short_innermost_reduction() const {
-    for (const Reduction& r : k_.reductions)
-      if (r.op == ReduceOp::Welford) return false;
     std::optional<int64_t> e = k_.reduce_loops.back().extent.constant();
-    return e && *e < kFewReduced;
+    return !has_welford() && e && *e < kFewReduced;
   }
-  bool stores_contiguously(const std::string& var) const {
+  // Whether the innermost output loop fills the lanes (or its extent is symbolic).
+  bool outputs_fill_lanes() const {
+    std::optional<int64_t> e = k_.loops.back().extent.constant();
+    return !e || *e >= kFewReduced;
+  }
+  // Whether an index walks `var` contiguously or not at all.
+  static bool unit_stride(const IndexExpr& flat, const std::string& var) {
+    auto s = flat.coefficient_of(var);
+    return is(s, 0) || is(s, 1);
+  }
+  bool stores_walk_contiguously(const std::string& var) const {
     for (const Store& st : k_.stores)
-      if (auto s = st.flat().coefficient_of(var); !is(s, 0) && !is(s, 1)) return false;
+      if (!unit_stride(st.flat(), var)) return false;
     return true;
+  }
+  // Loads (and with `stores_too` stores) that walk `var` contiguously or not at all.
+  bool walks_contiguously(const std::string& var, bool stores_too) const {
+    for (const Load& l : k_.loads)
+      if (!unit_stride(l.flat(), var)) return false;
+    return !stores_too || stores_walk_contiguously(var);
   }
   bool reads_linearly(const std::string& var) const {
     for (const Load& l : k_.loads)
@@ -194,32 +211,16 @@ class VectorRenderer {
     if (!k_.is_reduction() || k_.reduce_loops.empty()) return;  // (reduced dims of size 1: no loop)
     // Lanes over the reduced loop when the reductions read it contiguously
     // (or not at all); over the output loop when that one is contiguous.
-    auto reads_contiguously = [&](const std::string& var, bool stores_too) {
-      for (const Load& l : k_.loads) {
-        auto s = l.flat().coefficient_of(var);
-        if (!is(s, 0) && !is(s, 1)) return false;
-      }
-      if (stores_too)
-        for (const Store& st : k_.stores) {
-          auto s = st.flat().coefficient_of(var);
-          if (!is(s, 0) && !is(s, 1)) return false;
-        }
-      return true;
-    };
     const std::string& r = k_.reduce_loops.back().var;
-    if (few_reduced_elements() && !k_.loops.empty() && stores_contiguously(vec_var_) && reads_linearly(vec_var_)) {
-      std::optional<int64_t> outputs = k_.loops.back().extent.constant();
-      if (!outputs || *outputs >= kFewReduced) return;  // enough outputs to fill the lanes
+    if (!k_.loops.empty() && outputs_fill_lanes()) {
+      if (few_reduced_elements() && stores_walk_contiguously(vec_var_) && reads_linearly(vec_var_)) return;
+      // A short innermost reduced loop whose output loop every load walks
+      // contiguously (a convolution's window row: in[.., y + i, x + j] walks x
+      // as it walks j) also takes its lanes over the outputs: full vectors of
+      // x instead of 5 of 16 lanes of j.
+      if (short_innermost_reduction() && walks_contiguously(vec_var_, true)) return;
     }
-    // A short innermost reduced loop whose output loop every load walks
-    // contiguously (a convolution's window row: in[.., y + i, x + j] walks x
-    // as it walks j) also takes its lanes over the outputs: full vectors of
-    // x instead of 5 of 16 lanes of j.
-    if (short_innermost_reduction() && !k_.loops.empty() && reads_contiguously(vec_var_, true)) {
-      std::optional<int64_t> outputs = k_.loops.back().extent.constant();
-      if (!outputs || *outputs >= kFewReduced) return;
-    }
-    if (reads_contiguously(r, false) || k_.loops.empty() || !reads_contiguously(vec_var_, true)) {
+    if (walks_contiguously(r, false) || k_.loops.empty() || !walks_contiguously(vec_var_, true)) {
       mode_ = Mode::Reduced;
       vec_var_ = r;
     }
@@ -510,9 +511,7 @@ class VectorRenderer {
   // small_conv.h). -1: none.
   int jam_loop() const {
     const size_t n = k_.loops.size();
-    if (!k_.is_reduction() || n < 2) return -1;
-    for (const Reduction& r : k_.reductions)
-      if (r.op == ReduceOp::Welford) return -1;
+    if (!k_.is_reduction() || n < 2 || has_welford()) return -1;
     for (size_t d = n - 1; d-- > 0;) {
       std::optional<int64_t> e = k_.loops[d].extent.constant();
       if (!e || *e < 2 || *e > 8) continue;
