@@ -41,6 +41,10 @@ struct ExplainGraph {
   std::string executable;  // the printed IR of what runs: after functionalization and the passes
   int64_t num_ops = 0;
   bool has_backward = false;  // forward and backward (and the optimizer step) in one graph
+  // bf16 autocast: which of the graph as autocast wrote it and the graph in
+  // float32 runs, and why (compiler/capture/precision_trial.h); "" when the
+  // graph has no bfloat16 layer to choose for.
+  std::string precision;
   std::vector<std::string> inputs;  // each graph input's guard ("input 0: f32[8, 3] requires_grad=false")
 };
 

@@ -1,6 +1,7 @@
 // kiln explain: compiles a zoo model's eval forward, or with --train one
 // whole train step, and prints what kiln::explain reports (docs/explain.md):
 // the summary, one JSON object (--json), and/or an HTML page (--html).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -8,12 +9,21 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/maybe_autocast.h"
+#include "compiler/capture/precision_trial.h"
 #include "compiler/explain/html.h"
 #include "kiln/explain.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
 namespace {
+
+// Calls of the compiled function: at least two (the second replays the
+// first's graph); under bf16 autocast until capture's precision trial has
+// chosen between the graph autocast wrote and its float32 version
+// (compiler/capture/precision_trial.h), which explain then shows.
+int calls_for(const ExplainCmdOptions& o) {
+  return o.autocast.empty() ? 2 : std::max(2, compiler::PrecisionTrial::kRuns);
+}
 
 ExplainReport explain_train_step(const ExplainCmdOptions& o, const ExplainOptions& eo) {
   Recipe r = recipe_for(o.model);
@@ -36,7 +46,7 @@ ExplainReport explain_train_step(const ExplainCmdOptions& o, const ExplainOption
   };
   // Two calls: the second replays the graph the first recorded (the
   // optimizer state exists before the first step, so both run the same ops).
-  return explain(ExplainOptions(eo).calls(2), step, x, y);
+  return explain(ExplainOptions(eo).calls(calls_for(o)), step, x, y);
 }
 
 ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& eo) {
@@ -52,7 +62,7 @@ ExplainReport explain_forward(const ExplainCmdOptions& o, const ExplainOptions& 
     MaybeAutocast amp(o.autocast);
     return model->forward(xb);
   };
-  return explain(eo, forward, x);
+  return explain(ExplainOptions(eo).calls(calls_for(o)), forward, x);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace kiln::compiler {
 namespace {
 
 constexpr std::array<const char*, kNumLogCategories> kNames = {"graph_breaks", "recompiles", "guards", "graphs",
-                                                               "aot"};
+                                                               "aot",          "precision"};
 constexpr size_t kKeptPerCategory = 4096;
 constexpr int kUnread = -1;
 

@@ -1,5 +1,5 @@
 // What the compiler tells the user about its decisions, by category:
-//   KILN_LOGS=graph_breaks,recompiles,guards,graphs,aot   (or "all")
+//   KILN_LOGS=graph_breaks,recompiles,guards,graphs,aot,precision   (or "all")
 // read once, on the first question; an unknown name gets one warning line
 // listing the valid ones. Each message goes to stderr as
 // "[kiln:recompiles] message" and, while its category is on, into an
@@ -19,10 +19,10 @@
 
 namespace kiln::compiler {
 
-enum class LogCategory : uint8_t { GraphBreaks, Recompiles, Guards, Graphs, Aot };
-constexpr int kNumLogCategories = 5;
+enum class LogCategory : uint8_t { GraphBreaks, Recompiles, Guards, Graphs, Aot, Precision };
+constexpr int kNumLogCategories = 6;
 
-// "graph_breaks", "recompiles", "guards", "graphs", "aot": the KILN_LOGS names.
+// "graph_breaks", "recompiles", "guards", "graphs", "aot", "precision": the KILN_LOGS names.
 const char* log_category_name(LogCategory c);
 
 bool log_enabled(LogCategory c);

@@ -1027,6 +1027,8 @@ bool conv_bf16_loses_among_float32(OpId op, const Shape& in0, const Shape& in1, 
   return bf16_setting() == Bf16Setting::Auto && conv_autotune::lookup(bf16_key(kind, g, bias)) == "bf16-alone";
 }
 
+bool conv_bf16_chosen_by_timing() { return bf16_setting() == Bf16Setting::Auto && cpu_has_avx512(); }
+
 void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
                              const std::string& choice) {
   const auto [kind, g] = conv_op_geometry(op, in0, in1, attrs);

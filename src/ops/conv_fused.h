@@ -89,6 +89,12 @@ bool conv_bf16_loses_among_float32(OpId op, const Shape& in0, const Shape& in1, 
 void record_conv_bf16_choice(OpId op, const Shape& in0, const Shape& in1, bool bias, const Attrs& attrs,
                              const std::string& choice);
 
+// Whether bfloat16 convolutions choose their precision by timing on this CPU
+// (KILN_CONV_BF16=auto, the default, with AVX-512's bfloat16 kernels): only
+// then does capture time a bf16 graph whole against its float32 version
+// (compiler/capture/precision_trial.h); "1" and "0" are the user's choice.
+bool conv_bf16_chosen_by_timing();
+
 // The Conv2dParams a conv op's attributes spell (stride, padding, dilation, groups).
 Conv2dParams conv2d_params(const Attrs& a);
 

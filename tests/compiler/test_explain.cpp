@@ -218,6 +218,21 @@ TEST(Explain, HtmlDrawsEachGraphAsInlineSvgBesideItsEscapedIr) {
   EXPECT_EQ(html.find("<test>"), std::string::npos);  // everything from the report is escaped
 }
 
+// The parallel regions and a graph's precision choice, as the text lists them.
+TEST(Explain, HtmlListsParallelRegionsAndEachGraphsPrecision) {
+  ExplainReport r = explain(branchy, full({3}, 1.0));
+  ASSERT_FALSE(r.graphs.empty());
+  r.parallel_regions.push_back({r.graphs[0].name, "r0", {"k3", "k4"}});
+  r.graphs[0].precision = "float32 (whole graph timed in place: 2.00 ms as autocast wrote it, 1.00 ms in float32)";
+  std::string html = compiler::explain_html(r, "regions");
+  EXPECT_NE(html.find("<h2>Parallel regions</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<td>" + r.graphs[0].name + "</td><td>r0</td><td>k3, k4</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<p>precision under bf16 autocast: float32 (whole graph timed in place: 2.00 ms"),
+            std::string::npos);
+  r.parallel_regions.clear();
+  EXPECT_EQ(compiler::explain_html(r, "none").find("Parallel regions"), std::string::npos);
+}
+
 TEST(Explain, CallsMustBePositive) {
   EXPECT_THROW(explain(ExplainOptions().calls(0), branchy, full({3}, 1.0)), Error);
 }

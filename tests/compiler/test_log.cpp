@@ -84,7 +84,7 @@ TEST_F(CompilerLog, UnknownNamesGetOneWarningListingTheValidOnes) {
   std::string err = GetCapturedStderr();
   EXPECT_EQ(err,
             "[kiln] KILN_LOGS: unknown category 'recompile', 'dynamo'; valid: graph_breaks, recompiles, guards, "
-            "graphs, aot, all\n");
+            "graphs, aot, precision, all\n");
   EXPECT_TRUE(log_enabled(LogCategory::Graphs));  // the known names still count
   EXPECT_FALSE(log_enabled(LogCategory::Recompiles));
 }

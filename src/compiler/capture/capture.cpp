@@ -34,6 +34,7 @@
 #include "compiler/log.h"
 #include "compiler/graph/printer.h"
 #include "kiln/ops.h"
+#include "ops/conv_autotune.h"
 #include "ops/dispatch_mode.h"
 #include "ops/meta_mode.h"
 
@@ -656,7 +657,15 @@ class CaptureMode final : public DispatchMode {
       if (recording_)
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
                                         print(s.executable));
+      PrecisionPlan plan = plan_precision(s.differentiable, s.executable, st_.options.backend());
+      s.precision = std::move(plan.note);
+      if (plan.kind == PrecisionPlan::Float32) s.executable = std::move(plan.float32);
       s.interpreter = make_executable(s.executable, st_.options.backend());
+      if (plan.kind == PrecisionPlan::Trial) {
+        // An executable keeps a reference to its graph: built where the graph stays.
+        s.precision_trial = std::make_unique<PrecisionTrial>(std::move(plan.key), std::move(plan.float32));
+        s.precision_trial->float32_executable = make_executable(s.precision_trial->float32_graph, st_.options.backend());
+      }
     }
     Tensors results;
     {
@@ -669,13 +678,22 @@ class CaptureMode final : public DispatchMode {
       if (grad && !s.aot_tried) build_aot(s);
       NoGradGuard off;
       set_grad_mode(grad && !s.aot);
-      const auto start = st_.time_graph_runs ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      const bool aot = grad && s.aot;
+      PrecisionTrial* trial = aot ? nullptr : s.precision_trial.get();
+      const GraphExecutable& exec =
+          trial && trial->next() == GraphPrecision::Float32 ? *trial->float32_executable : *s.interpreter;
+      const auto start = st_.time_graph_runs || trial ? std::chrono::steady_clock::now()
+                                                      : std::chrono::steady_clock::time_point{};
       TensorSpan ins(bound_.data(), g.inputs.size());
       std::span<const AttrValue> scalars(scalars_.data(), g.scalar_inputs.size());
-      results = grad && s.aot ? s.aot->run(ins, scalars) : s.interpreter->run(ins, scalars);
-      if (st_.time_graph_runs)
-        st_.graph_run_ns +=
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      results = aot ? s.aot->run(ins, scalars) : exec.run(ins, scalars);
+      const int64_t ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      if (st_.time_graph_runs) st_.graph_run_ns += ns;
+      if (trial) {
+        trial->ran(static_cast<double>(ns) * 1e-9);
+        if (trial->decided()) settle_precision(s);
+      }
     }
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       auto p = placeholders_[g.outputs[k]].lock();
@@ -690,6 +708,22 @@ class CaptureMode final : public DispatchMode {
         p->output_nr = r.impl()->output_nr;
       }
     }
+  }
+
+  // The precision trial's end: the faster graph stays, the other goes, and
+  // the choice is recorded for the next process on this machine.
+  void settle_precision(Segment& s) {
+    PrecisionTrial& t = *s.precision_trial;
+    const bool float32 = t.winner() == GraphPrecision::Float32;
+    conv_autotune::record(t.key(), float32 ? "float32" : "bf16");
+    s.precision = t.summary();
+    log_event(LogCategory::Precision, "graph '" + s.graph.name + "': " + s.precision);
+    if (float32) {
+      // Built again on the graph's new place (its kernels from the cache).
+      s.executable = std::move(t.float32_graph);
+      s.interpreter = make_executable(s.executable, st_.options.backend());
+    }
+    s.precision_trial.reset();
   }
 
   void build_aot(Segment& s) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/aot/compiled_backward.h"
+#include "compiler/capture/precision_trial.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/interpreter.h"
 #include "kiln/compile.h"
@@ -53,11 +54,18 @@ struct Segment {
   std::unique_ptr<AotRunner> aot;
   bool aot_tried = false;
   std::string aot_refused;
+  // bf16 autocast: the graph in float32, timed against `interpreter` on the
+  // first runs (precision_trial.h); null when there is nothing to time or
+  // once the faster has taken `executable` and `interpreter`'s place.
+  std::unique_ptr<PrecisionTrial> precision_trial;
+  std::string precision;  // how its precision was chosen, for explain ("" when there was no choice)
   void reset_executables() {
     interpreter.reset();
     aot.reset();
     aot_tried = false;
     aot_refused.clear();
+    precision_trial.reset();
+    precision.clear();
   }
 };
 

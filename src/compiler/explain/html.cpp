@@ -76,6 +76,18 @@ std::string explain_html(const ExplainReport& r, const std::string& title) {
     h += "</table>\n";
   }
 
+  if (!r.parallel_regions.empty()) {
+    h += "<h2>Parallel regions</h2>\n<p>consecutive generated kernels that run as one OpenMP team</p>\n";
+    h += "<table><tr><th>graph</th><th>region</th><th>its kernels</th></tr>\n";
+    for (const ExplainParallelRegion& pr : r.parallel_regions) {
+      std::string kernels;
+      for (const std::string& k : pr.kernels) kernels += (kernels.empty() ? "" : ", ") + k;
+      h += "<tr><td>" + escape(pr.graph) + "</td><td>" + escape(pr.region) + "</td><td>" + escape(kernels) +
+           "</td></tr>\n";
+    }
+    h += "</table>\n";
+  }
+
   h += "<h2>Op counts</h2>\n<table><tr><th>op</th><th>count</th></tr>\n";
   for (const auto& [name, n] : r.ops) h += "<tr><td>" + escape(name) + "</td><td>" + std::to_string(n) + "</td></tr>\n";
   h += "</table>\n";
@@ -84,6 +96,7 @@ std::string explain_html(const ExplainReport& r, const std::string& title) {
     h += "<h2>Graph " + escape(g.name) + "</h2>\n<p>variant " + std::to_string(g.variant) + ", segment " +
          std::to_string(g.segment) + ", " + std::to_string(g.num_ops) + " ops" +
          (g.has_backward ? ", forward + backward" : "") + "</p>\n";
+    if (!g.precision.empty()) h += "<p>precision under bf16 autocast: " + escape(g.precision) + "</p>\n";
     h += "<div class=\"svg\">" + inline_svg(dot_to_svg(g.dot, g.name)) + "</div>\n";
     h += "<pre>" + escape(g.text) + "</pre>\n";
     if (!g.executable.empty())

@@ -119,6 +119,7 @@ ExplainReport explain_state(const compiler::CompiledState& state, const ExplainC
       if (!s.executable.nodes.empty()) eg.executable = compiler::print(s.executable);
       eg.num_ops = static_cast<int64_t>(g.num_ops());
       eg.has_backward = s.has_backward;
+      eg.precision = s.precision;
       for (size_t i = 0; i < g.inputs.size(); ++i) eg.inputs.push_back(input_guard(g, i));
       for (const compiler::Node& node : g.nodes)
         if (node.kind == compiler::NodeKind::Op) ++r.ops[op_name(node.op)];

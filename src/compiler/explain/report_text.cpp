@@ -83,8 +83,16 @@ std::string ExplainReport::str(bool as_run) const {
     }
   }
 
+  bool any_precision = false;
+  for (const ExplainGraph& g : graphs) any_precision = any_precision || !g.precision.empty();
+  if (any_precision) {
+    s += "\nprecision under bf16 autocast, per graph (docs/autocast.md, \"Whole graphs\"):\n";
+    for (const ExplainGraph& g : graphs)
+      if (!g.precision.empty()) s += "  " + g.name + ": " + g.precision + "\n";
+  }
+
   if (!convolutions.empty()) {
-    s += "\nconvolutions (oneDNN, after the per-layer choices; docs/compile.md, \"max-autotune\"):\n";
+    s += "\nconvolutions (oneDNN or generated loops, after the per-layer choices; docs/compile.md, \"max-autotune\"):\n";
     for (const ExplainConvolution& c : convolutions)
       s += "  " + c.graph + ": " + c.node + " " + c.shapes + ": " + c.precision + ", algorithm " + c.algorithm +
            (c.impl.empty() ? "" : ", " + c.impl) + "\n";
@@ -110,7 +118,8 @@ nlohmann::json ExplainReport::json() const {
                            {"dot", g.dot},
                            {"executable", g.executable},
                            {"num_ops", g.num_ops},
-                           {"has_backward", g.has_backward}});
+                           {"has_backward", g.has_backward},
+                           {"precision", g.precision}});
   }
   j["graph_breaks"] = nlohmann::json::array();
   for (const ExplainBreak& b : graph_breaks)

@@ -48,8 +48,9 @@ bool bf16_layer(const Graph& g, const Node& n) {
 // `among_float32` (its operands float32 values), also one whose bfloat16
 // kernel won its timing only by saving the casts it would need the other way
 // there (conv_bf16_loses_among_float32, matmul_bf16_loses_among_float32).
-bool float32_wins(const Graph& g, const Node& n, bool among_float32) {
+bool float32_wins(const Graph& g, const Node& n, bool among_float32, Float32Regions which) {
   if (!bf16_layer(g, n)) return false;
+  if (which == Float32Regions::Everywhere) return true;
   const ValueType& a = g.type(n.inputs[0]);
   const ValueType& b = g.type(n.inputs[1]);
   if (is_convolution(n.op))
@@ -121,8 +122,9 @@ Attrs without(const Attrs& a, std::string_view name) {
 
 class Widener {
  public:
-  Widener(const Graph& g, Graph& out)
+  Widener(const Graph& g, Graph& out, Float32Regions which)
       : g_(g),
+        which_(which),
         rb_(g, out),
         mutated_(mutated_storage(g)),
         writes_(g),
@@ -133,7 +135,7 @@ class Widener {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       at_ = static_cast<int>(i);
-      if (float32_wins(g_, n, false) || loses_among_float32(n)) {
+      if (float32_wins(g_, n, false, which_) || loses_among_float32(n)) {
         product(n);
       } else if (plain_op(n) && n.op == OpId::cast) {
         cast(n);
@@ -191,7 +193,7 @@ class Widener {
   // A layer float32_wins among float32 values whose operands are all
   // float32 values here.
   bool loses_among_float32(const Node& n) const {
-    if (!float32_wins(g_, n, true)) return false;
+    if (!float32_wins(g_, n, true, which_)) return false;
     for (ValueId v : n.inputs)
       if (v != kNoValue && !available(v)) return false;
     return true;
@@ -264,6 +266,7 @@ class Widener {
   }
 
   const Graph& g_;
+  Float32Regions which_;
   Rebuilder rb_;
   std::vector<bool> mutated_;
   Writes writes_;
@@ -275,16 +278,22 @@ class Widener {
 
 }  // namespace
 
-int compute_float32_regions(Graph& g) {
+int count_bfloat16_layers(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += bf16_layer(g, node) ? 1 : 0;
+  return n;
+}
+
+int compute_float32_regions(Graph& g, Float32Regions which) {
   // A region starts at a layer that runs float32 anyway, or at one whose
   // bfloat16 only saves casts (when its operands turn out to be float32).
   bool any = false;
-  for (const Node& n : g.nodes) any = any || float32_wins(g, n, true);  // true also where it runs float32 anyway
+  for (const Node& n : g.nodes) any = any || float32_wins(g, n, true, which);  // true also where it runs float32 anyway
   if (!any) return 0;
   Graph out;
   int widened = 0;
   {
-    Widener w(g, out);
+    Widener w(g, out, which);
     widened = w.run();
     for (ValueId v : g.outputs) out.outputs.push_back(w.mapped(v));
   }

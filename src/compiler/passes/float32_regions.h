@@ -40,7 +40,20 @@
 
 namespace kiln::compiler {
 
+// Which bfloat16 layers start a float32 region.
+enum class Float32Regions {
+  WhereFloat32Wins,  // those float32_wins: the per-layer choices above
+  // Every bfloat16 layer: the whole graph in float32 but for the values it
+  // reads or returns as bfloat16. What capture's whole-graph precision trial
+  // (capture/precision_trial.h) times against the graph as autocast wrote it.
+  Everywhere,
+};
+
 // The number of ops now computed in float32.
-int compute_float32_regions(Graph& g);
+int compute_float32_regions(Graph& g, Float32Regions which = Float32Regions::WhereFloat32Wins);
+
+// The number of CPU convolutions and matrix products that compute on
+// bfloat16 operands in `g` (the layers a float32 region can start at).
+int count_bfloat16_layers(const Graph& g);
 
 }  // namespace kiln::compiler

@@ -67,13 +67,13 @@ std::vector<Pass> default_passes(std::string_view mode) {
   return passes;
 }
 
-std::vector<Pass> execution_passes() {
+std::vector<Pass> execution_passes(Float32Regions regions) {
   return {
       // A bf16 graph's float32 regions get the float32 graph's peephole
       // fusions, which default_passes could not apply to bfloat16 values:
       // eval batch norm folded into its convolution, ReLU/GELU into it.
-      {"float32_regions", [](Graph& g) {
-         if (compute_float32_regions(g) == 0) return;
+      {"float32_regions", [regions](Graph& g) {
+         if (compute_float32_regions(g, regions) == 0) return;
          fold_batch_norms(g);
          fuse_conv_activations(g);
        }},

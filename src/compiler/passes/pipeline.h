@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/graph/graph.h"
+#include "compiler/passes/float32_regions.h"
 
 namespace kiln::compiler {
 
@@ -39,8 +40,9 @@ std::vector<Pass> default_passes(std::string_view mode = "default");
 // fold_batch_norm and fuse_conv_activation again on those values),
 // fuse_norm_activation (ReLU/GELU and their backward into batch norm's),
 // then blocked_layouts (nChw16c values between the convolutions, on AVX-512
-// hosts; it keeps the fused batch norms' layout group).
-std::vector<Pass> execution_passes();
+// hosts; it keeps the fused batch norms' layout group). `regions`:
+// Everywhere makes the whole graph float32 (capture's precision trial).
+std::vector<Pass> execution_passes(Float32Regions regions = Float32Regions::WhereFloat32Wins);
 // Whether KILN_DUMP's comma list names `what` (read on every call).
 bool dump_enabled(std::string_view what);
 // Whether KILN_DISABLE_PASSES's comma list names the pass (read on every call).

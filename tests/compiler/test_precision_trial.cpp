@@ -1,0 +1,153 @@
+// bf16 autocast chosen for whole graphs (compiler/capture/precision_trial.h):
+// the trial's order and verdict, float32_regions' Everywhere mode against
+// the graph autocast wrote, and a compiled bf16 forward that times both
+// graphs, keeps the faster, records it and reads it back in a new process.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "capture_checks.h"
+#include "compiler/capture/compiled_state.h"
+#include "compiler/capture/precision_trial.h"
+#include "compiler/graph/printer.h"
+#include "compiler/passes/float32_regions.h"
+#include "graph_builder.h"
+#include "kiln/autocast.h"
+#include "kiln/compile.h"
+#include "ops/conv_autotune.h"
+#include "ops/conv_fused.h"
+#include "scoped_cache_dir.h"
+
+namespace kiln::compiler {
+namespace {
+
+using testing::GraphBuilder;
+using testing::ScopedCacheDir;
+
+// One untimed run of each, then three timed of each, alternating; the
+// smaller median wins, and a tie keeps what autocast asked for.
+TEST(PrecisionTrial, AlternatesAndKeepsTheSmallerMedian) {
+  PrecisionTrial t("k");
+  // Autocast's runs 9, 5, 5, 5 ms (the first untimed); float32's 100 (untimed), 4, 6, 30.
+  const double times[] = {9e-3, 100e-3, 5e-3, 4e-3, 5e-3, 6e-3, 5e-3, 30e-3};
+  for (int i = 0; i < PrecisionTrial::kRuns; ++i) {
+    EXPECT_FALSE(t.decided());
+    EXPECT_EQ(t.next(), i % 2 == 0 ? GraphPrecision::Autocast : GraphPrecision::Float32) << i;
+    t.ran(times[i]);
+  }
+  EXPECT_TRUE(t.decided());
+  EXPECT_EQ(t.winner(), GraphPrecision::Autocast);  // medians 5 ms against 6 ms
+  EXPECT_EQ(t.summary(),
+            "bfloat16 where autocast asks (whole graph timed in place: 5.00 ms as autocast wrote it, 6.00 ms in "
+            "float32; medians of 3 runs each)");
+
+  PrecisionTrial f("k");
+  for (double s : {1.0, 1.0, 0.5, 0.4, 0.5, 0.4, 0.5, 0.6}) f.ran(s);
+  EXPECT_EQ(f.winner(), GraphPrecision::Float32);  // 0.4 s against 0.5 s
+  EXPECT_EQ(f.summary().rfind("float32 (whole graph timed in place: 500.00 ms", 0), 0u) << f.summary();
+}
+
+// Every bfloat16 layer computes in float32 in Everywhere mode, also one
+// whose own timing chose bfloat16; its results are autocast's within
+// bfloat16 rounding, and the float32 layer's exactly.
+TEST(PrecisionTrial, Float32EverywhereWidensLayersThatChoseBfloat16) {
+  ScopedCacheDir cache;
+  const Shape x{2, 3, 12, 12}, w{8, 3, 3, 3};
+  const Attrs conv = testing::conv2d_attrs(1).set("activation", std::string("relu"));
+  record_conv_bf16_choice(OpId::conv2d, x, w, /*bias=*/true, conv, "bf16");
+  GraphBuilder b;
+  manual_seed(5);
+  ValueId in = b.input(randn(x)), wt = b.input(randn(w).mul(0.3)), bias = b.input(randn({8}));
+  auto bf16 = [&](ValueId v) { return b.op(OpId::cast, {v}, Attrs().set("dtype", DType::BFloat16)); };
+  ValueId y = b.op(OpId::conv2d, {bf16(in), bf16(wt), bf16(bias)}, conv);
+  b.output(b.op(OpId::cast, {y}, Attrs().set("dtype", DType::Float32)));
+  Graph before = b.g;
+  EXPECT_EQ(count_bfloat16_layers(b.g), 1);
+  EXPECT_EQ(compute_float32_regions(b.g), conv_bf16_runs_float32(OpId::conv2d, x, w, true, conv) ? 1 : 0);
+  b.g = before;
+  EXPECT_EQ(compute_float32_regions(b.g, Float32Regions::Everywhere), 1);
+  EXPECT_EQ(count_bfloat16_layers(b.g), 0);
+  EXPECT_EQ(print(b.g),
+            "graph graph(%0: f32[2, 3, 12, 12], %1: f32[8, 3, 3, 3], %2: f32[8]) {\n"
+            "  %3: f32[2, 8, 12, 12] = conv2d(%0, %1, %2) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], "
+            "groups=1, activation=\"relu\"}\n"
+            "  return (%3)\n"
+            "}\n");
+  testing::expect_same_results(before, b.g, b.example_inputs, 3e-2, 3e-2);
+}
+
+// A small CNN's eval forward under bf16 autocast whose convolutions chose
+// bfloat16 (recorded, as their first calls would on a CPU where they win).
+struct BfloatForward {
+  std::shared_ptr<nn::Sequential> model;
+  BfloatForward() {
+    manual_seed(17);
+    model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 16, 3).padding(1)));
+    model->push_back(std::make_shared<nn::ReLU>());
+    model->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(16, 16, 3).padding(1)));
+    model->eval();
+  }
+  Tensor operator()(const Tensor& x) const {
+    autocast amp(DType::BFloat16);
+    return model->forward(x).to(DType::Float32);
+  }
+};
+
+Tensor forward_float32(const BfloatForward& f, const Tensor& x) { return f.model->forward(x); }
+
+TEST(PrecisionTrial, ACompiledBf16GraphKeepsTheFasterWholeGraphAndRecordsIt) {
+  if (!conv_bf16_chosen_by_timing()) GTEST_SKIP() << "this CPU has no AVX-512: bfloat16 layers are not timed";
+  ScopedCacheDir cache;
+  NoGradGuard eval;  // a forward with gradients is split for the eager tape: no whole graph to time
+  const Attrs conv = testing::conv2d_attrs(1);
+  record_conv_bf16_choice(OpId::conv2d, {4, 3, 16, 16}, {16, 3, 3, 3}, true, conv, "bf16");
+  record_conv_bf16_choice(OpId::conv2d, {4, 16, 16, 16}, {16, 16, 3, 3}, true, conv, "bf16");
+  BfloatForward f;
+  manual_seed(3);
+  Tensor x = randn({4, 3, 16, 16});
+  const Tensor want = forward_float32(f, x);
+
+  auto run = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  auto segment = [&]() -> const Segment& { return *run.state().variants.at(0)->segments.at(0); };
+  for (int i = 0; i < PrecisionTrial::kRuns; ++i) {
+    // Either graph: float32's result within bfloat16 rounding.
+    EXPECT_TENSOR_CLOSE(run(x), want, 3e-2, 3e-2) << "run " << i;
+    if (i == 0) {
+      ASSERT_NE(segment().precision_trial, nullptr) << "a graph with bfloat16 layers is timed both ways";
+      EXPECT_EQ(count_bfloat16_layers(segment().executable), 2);
+      EXPECT_EQ(count_bfloat16_layers(segment().precision_trial->float32_graph), 0);
+    }
+  }
+  ASSERT_EQ(segment().precision_trial, nullptr) << "decided after " << PrecisionTrial::kRuns << " runs";
+  const std::string& chose = segment().precision;
+  const bool float32 = chose.rfind("float32 (whole graph timed in place", 0) == 0;
+  EXPECT_TRUE(float32 || chose.rfind("bfloat16 where autocast asks (whole graph timed in place", 0) == 0) << chose;
+  EXPECT_EQ(count_bfloat16_layers(segment().executable), float32 ? 0 : 2);
+  const std::string key = precision_key(segment().differentiable);
+  EXPECT_EQ(conv_autotune::lookup(key), float32 ? "float32" : "bf16");
+  EXPECT_TENSOR_CLOSE(run(x), want, 3e-2, 3e-2);
+
+  // A new process reads the choice: no trial. Recorded float32, it builds
+  // only the float32 graph, whose result is float32's within float32 rounding.
+  conv_autotune::reset_for_tests();
+  conv_autotune::record(key, "float32");
+  auto again = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  EXPECT_TENSOR_CLOSE(again(x), want, 1e-4, 1e-4);
+  const Segment& s = *again.state().variants.at(0)->segments.at(0);
+  EXPECT_EQ(s.precision_trial, nullptr);
+  EXPECT_EQ(count_bfloat16_layers(s.executable), 0);
+  EXPECT_EQ(s.precision, "float32 (recorded: faster than the graph as autocast wrote it on this machine)");
+
+  // KILN_DISABLE_PASSES=precision_trial: autocast's graph, untimed.
+  kiln::testing::ScopedEnv off("KILN_DISABLE_PASSES", "precision_trial");
+  auto plain = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  EXPECT_TENSOR_CLOSE(plain(x), want, 3e-2, 3e-2);
+  const Segment& p = *plain.state().variants.at(0)->segments.at(0);
+  EXPECT_EQ(p.precision_trial, nullptr);
+  EXPECT_EQ(p.precision, "");
+  EXPECT_EQ(count_bfloat16_layers(p.executable), 2);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
