@@ -41,8 +41,18 @@ TEST(PrecisionTrial, AlternatesAndKeepsTheSmallerMedian) {
             "bfloat16 where autocast asks (whole graph timed in place: 5.00 ms as autocast wrote it, 6.00 ms in "
             "float32; medians of 3 runs each)");
 
+  // A dynamic graph's run at another size than the first timed one's does
+  // not count (the untimed first runs' sizes do not matter).
   PrecisionTrial f("k");
-  for (double s : {1.0, 1.0, 0.5, 0.4, 0.5, 0.4, 0.5, 0.6}) f.ran(s);
+  f.ran(1.0, 7);
+  f.ran(1.0, 8);
+  for (double s : {0.5, 0.4, 0.5}) f.ran(s, 9);
+  EXPECT_EQ(f.next(), GraphPrecision::Float32);
+  f.ran(0.01, 10);  // a last, smaller batch
+  EXPECT_EQ(f.next(), GraphPrecision::Float32) << "the same graph runs again";
+  EXPECT_FALSE(f.decided());
+  for (double s : {0.4, 0.5, 0.6}) f.ran(s, 9);
+  EXPECT_TRUE(f.decided());
   EXPECT_EQ(f.winner(), GraphPrecision::Float32);  // 0.4 s against 0.5 s
   EXPECT_EQ(f.summary().rfind("float32 (whole graph timed in place: 500.00 ms", 0), 0u) << f.summary();
 }

@@ -691,7 +691,10 @@ class CaptureMode final : public DispatchMode {
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       if (st_.time_graph_runs) st_.graph_run_ns += ns;
       if (trial) {
-        trial->ran(static_cast<double>(ns) * 1e-9);
+        uint64_t sizes = 0;
+        for (const Tensor& t : ins)
+          for (int64_t d : t.shape()) detail::hash_mix(sizes, static_cast<uint64_t>(d));
+        trial->ran(static_cast<double>(ns) * 1e-9, sizes);
         if (trial->decided()) settle_precision(s);
       }
     }

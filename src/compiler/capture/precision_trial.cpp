@@ -31,10 +31,14 @@ std::string ms(double seconds) {
 
 PrecisionTrial::PrecisionTrial(std::string key, Graph float32) : float32_graph(std::move(float32)), key_(std::move(key)) {}
 
-void PrecisionTrial::ran(double seconds) {
+void PrecisionTrial::ran(double seconds, uint64_t sizes) {
   // The first run of each builds oneDNN's primitives and touches fresh
   // buffers: not what the step costs from then on.
-  if (runs_ >= 2) (next() == GraphPrecision::Autocast ? autocast_s_ : float32_s_).push_back(seconds);
+  if (runs_ >= 2) {
+    if (runs_ == 2) sizes_ = sizes;
+    if (sizes != sizes_) return;  // the same graph runs again next time
+    (next() == GraphPrecision::Autocast ? autocast_s_ : float32_s_).push_back(seconds);
+  }
   ++runs_;
 }
 

@@ -26,6 +26,7 @@
 // KILN_DISABLE_PASSES=precision_trial keeps autocast's graph without timing;
 // KILN_LOGS=precision prints each choice; kiln explain shows it per graph.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,8 +47,10 @@ class PrecisionTrial {
 
   // Which graph the next run runs: autocast's first, then float32, alternating.
   GraphPrecision next() const { return runs_ % 2 == 0 ? GraphPrecision::Autocast : GraphPrecision::Float32; }
-  // The run next() named took `seconds`.
-  void ran(double seconds);
+  // The run next() named took `seconds` on inputs of `sizes` (a hash of
+  // their shapes). A dynamic graph's runs at other sizes than the first
+  // timed run's do not count: their times say nothing about the choice.
+  void ran(double seconds, uint64_t sizes = 0);
   bool decided() const { return runs_ >= kRuns; }
   // After decided(): the graph with the smaller median time (autocast's on a tie).
   GraphPrecision winner() const;
@@ -63,6 +66,7 @@ class PrecisionTrial {
   std::string key_;
   int runs_ = 0;
   std::vector<double> autocast_s_, float32_s_;  // timed runs only
+  uint64_t sizes_ = 0;                          // the first timed run's
 };
 
 // What a graph about to run first does about its precision.
