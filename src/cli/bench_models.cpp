@@ -187,12 +187,16 @@ PreparedCase prepare_case(const BenchModelsOptions& o, const std::string& name, 
   // The warm-start probe first runs one eager step, as the parent process
   // did before its compiled modes: oneDNN builds its primitives and the
   // allocator fills on first use, which is neither compiling nor the cache.
-  // Mode bf16's eager step runs under bf16 autocast: its primitives are the
-  // bfloat16 ones.
+  // Mode bf16 runs a float32 eager step and one under bf16 autocast: its
+  // layers run either precision (per layer, or the whole graph in float32
+  // where capture's precision trial chose so: compiler/capture/precision_trial.h).
   if (o.first_call_only && mode != "eager") {
     BenchModelsOptions eager = o;
-    if (mode == "bf16") eager.autocast = "bf16";
     make_setup(eager, name, "eager", phase, dev).call();
+    if (mode == "bf16") {
+      eager.autocast = "bf16";
+      make_setup(eager, name, "eager", phase, dev).call();
+    }
   }
   PreparedCase c{make_setup(o, name, mode, phase, dev), {}, {}};
   Setup& s = c.setup;

@@ -30,6 +30,7 @@
 #include "compiler/aot/functionalize.h"
 #include "compiler/backend/cpp_executable.h"
 #include "compiler/capture/compiled_state.h"
+#include "compiler/passes/float32_regions.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/log.h"
 #include "compiler/graph/printer.h"
@@ -653,17 +654,21 @@ class CaptureMode final : public DispatchMode {
       for (Pass& p : default_passes(st_.options.mode())) passes.push_back(std::move(p));
       run_passes(s.executable, passes);
       s.differentiable = s.executable;
-      run_passes(s.executable, execution_passes());
+      // bf16 autocast: the graph as autocast wrote it, in float32 (a choice
+      // recorded on this machine), or both, timed (precision_trial.h).
+      PrecisionPlan plan = plan_precision(s.differentiable, st_.options.backend());
+      if (plan.kind == PrecisionPlan::Float32) s.executable = std::move(plan.float32);
+      else run_passes(s.executable, execution_passes());
+      if (plan.kind == PrecisionPlan::Trial && count_bfloat16_layers(s.executable) == 0) plan = {};
       if (recording_)
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
                                         print(s.executable));
-      PrecisionPlan plan = plan_precision(s.differentiable, s.executable, st_.options.backend());
       s.precision = std::move(plan.note);
-      if (plan.kind == PrecisionPlan::Float32) s.executable = std::move(plan.float32);
       s.interpreter = make_executable(s.executable, st_.options.backend());
       if (plan.kind == PrecisionPlan::Trial) {
         // An executable keeps a reference to its graph: built where the graph stays.
-        s.precision_trial = std::make_unique<PrecisionTrial>(std::move(plan.key), std::move(plan.float32));
+        s.precision_trial =
+            std::make_unique<PrecisionTrial>(std::move(plan.key), float32_everywhere(s.differentiable));
         s.precision_trial->float32_executable = make_executable(s.precision_trial->float32_graph, st_.options.backend());
       }
     }

@@ -57,9 +57,15 @@ std::string precision_key(const Graph& differentiable) {
   return "graph_precision:" + codegen::sha256_hex({print(differentiable)});
 }
 
-PrecisionPlan plan_precision(const Graph& differentiable, const Graph& executable, const std::string& backend) {
+Graph float32_everywhere(const Graph& differentiable) {
+  Graph g = differentiable;
+  run_passes(g, execution_passes(Float32Regions::Everywhere));
+  return g;
+}
+
+PrecisionPlan plan_precision(const Graph& differentiable, const std::string& backend) {
   PrecisionPlan plan;
-  if (count_bfloat16_layers(executable) == 0 || backend != "cpp" || !conv_bf16_chosen_by_timing() ||
+  if (count_bfloat16_layers(differentiable) == 0 || backend != "cpp" || !conv_bf16_chosen_by_timing() ||
       pass_disabled("precision_trial"))
     return plan;
   plan.key = precision_key(differentiable);
@@ -68,10 +74,9 @@ PrecisionPlan plan_precision(const Graph& differentiable, const Graph& executabl
     plan.note = "bfloat16 where autocast asks (recorded: faster than the graph in float32 on this machine)";
     return plan;
   }
-  plan.float32 = differentiable;
-  run_passes(plan.float32, execution_passes(Float32Regions::Everywhere));
   if (recorded == "float32") {
     plan.kind = PrecisionPlan::Float32;
+    plan.float32 = float32_everywhere(differentiable);
     plan.note = "float32 (recorded: faster than the graph as autocast wrote it on this machine)";
     return plan;
   }

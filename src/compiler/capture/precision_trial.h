@@ -72,17 +72,22 @@ class PrecisionTrial {
 // What a graph about to run first does about its precision.
 struct PrecisionPlan {
   enum Kind { Autocast, Float32, Trial } kind = Autocast;
-  Graph float32;     // Float32, Trial: the graph with every bfloat16 layer in float32
+  Graph float32;     // Float32: the graph with every bfloat16 layer in float32
   std::string key;   // the autotuning table's key (Trial)
   std::string note;  // how the precision was chosen, for explain ("" when there was no choice)
 };
 
-// `differentiable`: the graph before execution_passes; `executable`: after
-// them, as autocast's graph runs. Autocast (note empty) when `executable`
-// has no bfloat16 layer, the backend is not cpp, the CPU does not time
-// bfloat16 layers or the trial is disabled; else the recorded choice, or
-// a Trial.
-PrecisionPlan plan_precision(const Graph& differentiable, const Graph& executable, const std::string& backend);
+// Asked before execution_passes, on `differentiable` (the graph they would
+// run on): Autocast (note empty) when it has no bfloat16 layer, the backend
+// is not cpp, the CPU does not time bfloat16 layers or the trial is
+// disabled; else the choice recorded for it on this machine (Float32 with
+// its graph built: autocast's execution_passes need not run), or a Trial,
+// which the caller drops if autocast's graph keeps no bfloat16 layer after
+// execution_passes (every layer chose float32 on its own).
+PrecisionPlan plan_precision(const Graph& differentiable, const std::string& backend);
+
+// `differentiable` after execution_passes with every bfloat16 layer in float32.
+Graph float32_everywhere(const Graph& differentiable);
 
 // The autotuning table's key for a graph's whole-graph precision:
 // "graph_precision:" and the SHA-256 of its printed IR.
