@@ -43,7 +43,8 @@ void PrecisionTrial::ran(double seconds, uint64_t sizes) {
 }
 
 GraphPrecision PrecisionTrial::winner() const {
-  return median(float32_s_) < median(autocast_s_) ? GraphPrecision::Float32 : GraphPrecision::Autocast;
+  return median(autocast_s_) <= kAutocastMargin * median(float32_s_) ? GraphPrecision::Autocast
+                                                                      : GraphPrecision::Float32;
 }
 
 std::string PrecisionTrial::summary() const {
