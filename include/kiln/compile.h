@@ -67,6 +67,10 @@ struct CompileStats {
   int graph_breaks = 0;     // distinct breaks recorded
   bool fell_back = false;
   std::string fallback_reason;
+  // Under bf16 autocast on the CPU: how the latest graph's precision was
+  // chosen (the graph as autocast wrote it or in float32, timed whole:
+  // docs/autocast.md, "Whole graphs"); "" when no graph had a choice.
+  std::string precision;
 };
 
 namespace compiler {

@@ -42,6 +42,7 @@ std::string stats_line(const char* what, const CompileStats& s, double first_s) 
     o << buf;
   }
   if (s.fell_back) o << "; runs eagerly: " << s.fallback_reason;
+  if (!s.precision.empty()) o << "; precision " << s.precision;
   return o.str();
 }
 

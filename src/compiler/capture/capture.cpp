@@ -664,6 +664,7 @@ class CaptureMode final : public DispatchMode {
         log_event(LogCategory::Aot, "'" + st_.options.name() + "' after functionalization and passes:\n" +
                                         print(s.executable));
       s.precision = std::move(plan.note);
+      if (!s.precision.empty()) st_.stats.precision = s.precision;
       s.interpreter = make_executable(s.executable, st_.options.backend());
       if (plan.kind == PrecisionPlan::Trial) {
         // An executable keeps a reference to its graph: built where the graph stays.
@@ -725,6 +726,7 @@ class CaptureMode final : public DispatchMode {
     const bool float32 = t.winner() == GraphPrecision::Float32;
     conv_autotune::record(t.key(), float32 ? "float32" : "bf16");
     s.precision = t.summary();
+    st_.stats.precision = s.precision;
     log_event(LogCategory::Precision, "graph '" + s.graph.name + "': " + s.precision);
     if (float32) {
       // Built again on the graph's new place (its kernels from the cache).
