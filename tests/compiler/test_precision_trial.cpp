@@ -164,5 +164,26 @@ TEST(PrecisionTrial, ACompiledBf16GraphKeepsTheFasterWholeGraphAndRecordsIt) {
   EXPECT_EQ(count_bfloat16_layers(p.executable), 2);
 }
 
+// A forward with gradients runs the forward and backward graphs split ahead
+// of time (each with the per-layer choices), never the whole graph: no trial.
+TEST(PrecisionTrial, AForwardSplitForTheEagerTapeIsNotTimed) {
+  if (!conv_bf16_chosen_by_timing()) GTEST_SKIP() << "this CPU has no AVX-512: bfloat16 layers are not timed";
+  ScopedCacheDir cache;
+  const Attrs conv = testing::conv2d_attrs(1);
+  record_conv_bf16_choice(OpId::conv2d, {4, 3, 16, 16}, {16, 3, 3, 3}, true, conv, "bf16");
+  record_conv_bf16_choice(OpId::conv2d, {4, 16, 16, 16}, {16, 16, 3, 3}, true, conv, "bf16");
+  BfloatForward f;
+  manual_seed(3);
+  Tensor x = randn({4, 3, 16, 16});
+  auto run = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  Tensor y = run(x);
+  y.sum().backward();
+  const Segment& s = *run.state().variants.at(0)->segments.at(0);
+  ASSERT_NE(s.aot, nullptr) << s.aot_refused;
+  EXPECT_EQ(s.precision_trial, nullptr);
+  EXPECT_EQ(s.precision, "");
+  EXPECT_TENSOR_CLOSE(y.detach(), forward_float32(f, x).detach(), 3e-2, 3e-2);
+}
+
 }  // namespace
 }  // namespace kiln::compiler

@@ -685,7 +685,13 @@ class CaptureMode final : public DispatchMode {
       NoGradGuard off;
       set_grad_mode(grad && !s.aot);
       const bool aot = grad && s.aot;
-      PrecisionTrial* trial = aot ? nullptr : s.precision_trial.get();
+      if (aot && s.precision_trial) {
+        // A variant records grad mode: this one always runs the split
+        // graphs (autocast's, with the per-layer choices), never the whole.
+        s.precision_trial.reset();
+        s.precision.clear();
+      }
+      PrecisionTrial* trial = s.precision_trial.get();
       const GraphExecutable& exec =
           trial && trial->next() == GraphPrecision::Float32 ? *trial->float32_executable : *s.interpreter;
       const auto start = st_.time_graph_runs || trial ? std::chrono::steady_clock::now()
