@@ -646,6 +646,14 @@ class CaptureMode final : public DispatchMode {
         s.reset_executables();
       }
     }
+    // A backward captured into the graph needs no tape; a forward whose
+    // outputs need gradients runs its forward graph and attaches the
+    // backward graph split from it ahead of time (the eager tape over the
+    // graph's ops when the split is refused), both built with the graph's
+    // executables. Grad mode is part of the variant's key and the outputs
+    // only change through reset_executables, so `grad` holds for every run
+    // of what is built below.
+    const bool grad = grad_enabled_ && needs_tape && !s.has_backward;
     if (!s.interpreter) {
       // The pipeline: functionalize, then the graph passes. Inputs, scalar
       // inputs and outputs keep their positions.
@@ -654,9 +662,15 @@ class CaptureMode final : public DispatchMode {
       for (Pass& p : default_passes(st_.options.mode())) passes.push_back(std::move(p));
       run_passes(s.executable, passes);
       s.differentiable = s.executable;
+      if (grad) {
+        HideModeGuard below_capture(*this);
+        build_aot(s);
+      }
       // bf16 autocast: the graph as autocast wrote it, in float32 (a choice
-      // recorded on this machine), or both, timed (precision_trial.h).
-      PrecisionPlan plan = plan_precision(s.differentiable, st_.options.backend());
+      // recorded on this machine), or both, timed (precision_trial.h). Not
+      // for a forward split ahead of time: it runs the split graphs
+      // (autocast's, with the per-layer choices), never the whole one.
+      PrecisionPlan plan = s.aot ? PrecisionPlan{} : plan_precision(s.differentiable, st_.options.backend());
       if (plan.kind == PrecisionPlan::Float32) s.executable = std::move(plan.float32);
       else run_passes(s.executable, execution_passes());
       if (plan.kind == PrecisionPlan::Trial && count_bfloat16_layers(s.executable) == 0) plan = {};
@@ -676,21 +690,9 @@ class CaptureMode final : public DispatchMode {
     Tensors results;
     {
       HideModeGuard below_capture(*this);
-      // A backward captured into the graph needs no tape; a forward whose
-      // outputs need gradients runs its forward graph and attaches the
-      // backward graph split from it ahead of time (the eager tape over the
-      // graph's ops when the split is refused).
-      bool grad = grad_enabled_ && needs_tape && !s.has_backward;
-      if (grad && !s.aot_tried) build_aot(s);
       NoGradGuard off;
       set_grad_mode(grad && !s.aot);
       const bool aot = grad && s.aot;
-      if (aot && s.precision_trial) {
-        // A variant records grad mode: this one always runs the split
-        // graphs (autocast's, with the per-layer choices), never the whole.
-        s.precision_trial.reset();
-        s.precision.clear();
-      }
       PrecisionTrial* trial = s.precision_trial.get();
       const GraphExecutable& exec =
           trial && trial->next() == GraphPrecision::Float32 ? *trial->float32_executable : *s.interpreter;
@@ -743,7 +745,6 @@ class CaptureMode final : public DispatchMode {
   }
 
   void build_aot(Segment& s) {
-    s.aot_tried = true;
     std::optional<ForwardBackward> fb = split_forward_backward(s.differentiable, &s.aot_refused, st_.options.mode());
     if (!fb) {
       log_event(LogCategory::Aot, "'" + st_.options.name() + "' keeps the eager tape for its backward: " + s.aot_refused);

@@ -48,11 +48,11 @@ struct Segment {
   std::string break_what, break_op, break_where;
   std::unique_ptr<GraphExecutable> interpreter;  // options.backend's; built on first run, rebuilt when outputs change
   // A forward whose outputs need gradients and no captured backward: the
-  // forward and backward graphs split ahead of time (built on the first run
-  // with grad mode on); null when the split was refused (aot_refused says
-  // why) and the eager tape runs over the graph's ops instead.
+  // forward and backward graphs split ahead of time (built with
+  // `interpreter` when grad mode is on); null when the split was refused
+  // (aot_refused says why) and the eager tape runs over the graph's ops
+  // instead.
   std::unique_ptr<AotRunner> aot;
-  bool aot_tried = false;
   std::string aot_refused;
   // bf16 autocast: the graph in float32, timed against `interpreter` on the
   // first runs (precision_trial.h); null when there is nothing to time or
@@ -62,7 +62,6 @@ struct Segment {
   void reset_executables() {
     interpreter.reset();
     aot.reset();
-    aot_tried = false;
     aot_refused.clear();
     precision_trial.reset();
     precision.clear();
