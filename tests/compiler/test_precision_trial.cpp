@@ -92,38 +92,45 @@ TEST(PrecisionTrial, Float32EverywhereWidensLayersThatChoseBfloat16) {
 }
 
 // A small CNN's eval forward under bf16 autocast whose convolutions chose
-// bfloat16 (recorded, as their first calls would on a CPU where they win).
+// bfloat16 (recorded, as their first calls would on a CPU where they win:
+// construct it inside the test's ScopedCacheDir), and its input.
 struct BfloatForward {
   std::shared_ptr<nn::Sequential> model;
+  Tensor x;
   BfloatForward() {
+    const Attrs conv = testing::conv2d_attrs(1);
+    record_conv_bf16_choice(OpId::conv2d, {4, 3, 16, 16}, {16, 3, 3, 3}, true, conv, "bf16");
+    record_conv_bf16_choice(OpId::conv2d, {4, 16, 16, 16}, {16, 16, 3, 3}, true, conv, "bf16");
     manual_seed(17);
     model = std::make_shared<nn::Sequential>();
     model->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 16, 3).padding(1)));
     model->push_back(std::make_shared<nn::ReLU>());
     model->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(16, 16, 3).padding(1)));
     model->eval();
+    manual_seed(3);
+    x = randn({4, 3, 16, 16});
   }
-  Tensor operator()(const Tensor& x) const {
+  Tensor operator()(const Tensor& in) const {
     autocast amp(DType::BFloat16);
-    return model->forward(x).to(DType::Float32);
+    return model->forward(in).to(DType::Float32);
+  }
+  // The forward compiled on the cpp backend (a new capture each call, as a new process would make).
+  auto compiled() const {
+    return compile([this](const Tensor& in) { return (*this)(in); }, CompileOptions().fullgraph(true).backend("cpp"));
   }
 };
 
-Tensor forward_float32(const BfloatForward& f, const Tensor& x) { return f.model->forward(x); }
+Tensor forward_float32(const BfloatForward& f) { return f.model->forward(f.x); }
 
 TEST(PrecisionTrial, ACompiledBf16GraphKeepsTheFasterWholeGraphAndRecordsIt) {
   if (!conv_bf16_chosen_by_timing()) GTEST_SKIP() << "this CPU has no AVX-512: bfloat16 layers are not timed";
   ScopedCacheDir cache;
   NoGradGuard eval;  // a forward with gradients is split for the eager tape: no whole graph to time
-  const Attrs conv = testing::conv2d_attrs(1);
-  record_conv_bf16_choice(OpId::conv2d, {4, 3, 16, 16}, {16, 3, 3, 3}, true, conv, "bf16");
-  record_conv_bf16_choice(OpId::conv2d, {4, 16, 16, 16}, {16, 16, 3, 3}, true, conv, "bf16");
   BfloatForward f;
-  manual_seed(3);
-  Tensor x = randn({4, 3, 16, 16});
-  const Tensor want = forward_float32(f, x);
+  const Tensor& x = f.x;
+  const Tensor want = forward_float32(f);
 
-  auto run = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  auto run = f.compiled();
   auto segment = [&]() -> const Segment& { return *run.state().variants.at(0)->segments.at(0); };
   for (int i = 0; i < PrecisionTrial::kRuns; ++i) {
     // Either graph: float32's result within bfloat16 rounding.
@@ -147,7 +154,7 @@ TEST(PrecisionTrial, ACompiledBf16GraphKeepsTheFasterWholeGraphAndRecordsIt) {
   // only the float32 graph, whose result is float32's within float32 rounding.
   conv_autotune::reset_for_tests();
   conv_autotune::record(key, "float32");
-  auto again = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  auto again = f.compiled();
   EXPECT_TENSOR_CLOSE(again(x), want, 1e-4, 1e-4);
   const Segment& s = *again.state().variants.at(0)->segments.at(0);
   EXPECT_EQ(s.precision_trial, nullptr);
@@ -156,7 +163,7 @@ TEST(PrecisionTrial, ACompiledBf16GraphKeepsTheFasterWholeGraphAndRecordsIt) {
 
   // KILN_DISABLE_PASSES=precision_trial: autocast's graph, untimed.
   kiln::testing::ScopedEnv off("KILN_DISABLE_PASSES", "precision_trial");
-  auto plain = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  auto plain = f.compiled();
   EXPECT_TENSOR_CLOSE(plain(x), want, 3e-2, 3e-2);
   const Segment& p = *plain.state().variants.at(0)->segments.at(0);
   EXPECT_EQ(p.precision_trial, nullptr);
@@ -169,20 +176,16 @@ TEST(PrecisionTrial, ACompiledBf16GraphKeepsTheFasterWholeGraphAndRecordsIt) {
 TEST(PrecisionTrial, AForwardSplitForTheEagerTapeIsNotTimed) {
   if (!conv_bf16_chosen_by_timing()) GTEST_SKIP() << "this CPU has no AVX-512: bfloat16 layers are not timed";
   ScopedCacheDir cache;
-  const Attrs conv = testing::conv2d_attrs(1);
-  record_conv_bf16_choice(OpId::conv2d, {4, 3, 16, 16}, {16, 3, 3, 3}, true, conv, "bf16");
-  record_conv_bf16_choice(OpId::conv2d, {4, 16, 16, 16}, {16, 16, 3, 3}, true, conv, "bf16");
   BfloatForward f;
-  manual_seed(3);
-  Tensor x = randn({4, 3, 16, 16});
-  auto run = compile([&](const Tensor& in) { return f(in); }, CompileOptions().fullgraph(true).backend("cpp"));
+  const Tensor& x = f.x;
+  auto run = f.compiled();
   Tensor y = run(x);
   y.sum().backward();
   const Segment& s = *run.state().variants.at(0)->segments.at(0);
   ASSERT_NE(s.aot, nullptr) << s.aot_refused;
   EXPECT_EQ(s.precision_trial, nullptr);
   EXPECT_EQ(s.precision, "");
-  EXPECT_TENSOR_CLOSE(y.detach(), forward_float32(f, x).detach(), 3e-2, 3e-2);
+  EXPECT_TENSOR_CLOSE(y.detach(), forward_float32(f).detach(), 3e-2, 3e-2);
 }
 
 }  // namespace

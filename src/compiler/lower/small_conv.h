@@ -17,8 +17,8 @@ namespace kiln::compiler::lower {
 // Whether conv2d node n lowers to a loop kernel (lower_graph.cpp): float32 on
 // the CPU, NCHW (no layout attributes), stride 1, no padding or dilation, one
 // group, no residual input, an activation of none or ReLU, at most
-// kMaxChannels output channels, at most 128 products per output, an output
-// width of at least 16 and a kernel narrower than 16.
+// kSmallConvMaxChannels output channels, at most 128 products per output,
+// an output width of at least 16 and a kernel narrower than 16.
 inline constexpr int64_t kSmallConvMaxChannels = 8;
 bool lowers_as_small_conv(const Graph& g, const Node& n);
 
